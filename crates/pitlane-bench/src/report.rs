@@ -1,0 +1,668 @@
+//! The report: `report.md`, a self-contained `report.html` with inline SVG charts drawn by
+//! `plotters`, and `results.json`.
+//!
+//! Both human-readable forms have one section per suite and, inside it, one table per workload
+//! and metric: a row per subject, a column per parameter set (the parameters that vary; the
+//! constant ones are named above the table), each cell the median of the interleaved rounds with
+//! their min–max range. Below it, the ratios of each of ours to each peer. Thread counts above
+//! the machine's cores are labelled "oversubscribed".
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use serde_json::Value;
+
+use crate::harness::{Metric, Params, Record, Report};
+
+/// One table: the records of one suite, workload and metric.
+struct Table<'a> {
+    suite: &'a str,
+    workload: &'a str,
+    metric: &'a Metric,
+    /// Parameter keys whose value differs between columns.
+    varying: Vec<String>,
+    /// `key=value` of the parameters shared by every column.
+    constant: Vec<String>,
+    /// Distinct parameter sets, in first-seen order.
+    columns: Vec<&'a Params>,
+    /// Subjects in first-seen order, with whether each is a peer.
+    subjects: Vec<(&'a str, bool)>,
+    records: Vec<&'a Record>,
+}
+
+impl<'a> Table<'a> {
+    fn cell(&self, subject: &str, column: &Params) -> Option<&'a Record> {
+        self.records
+            .iter()
+            .copied()
+            .find(|r| r.subject == subject && &r.params == column)
+    }
+
+    fn column_label(&self, column: &Params, cores: usize) -> String {
+        let mut parts = Vec::new();
+        for key in &self.varying {
+            let value = column.get(key).map_or("–".to_string(), plain);
+            parts.push(format!("{key}={value}"));
+        }
+        let label = if parts.is_empty() {
+            "all".to_string()
+        } else {
+            parts.join(", ")
+        };
+        match column.get("threads").and_then(Value::as_u64) {
+            Some(t) if t as usize > cores => format!("{label} (oversubscribed)"),
+            _ => label,
+        }
+    }
+
+    fn sweeps_threads(&self) -> bool {
+        self.varying == ["threads"] && self.columns.len() > 1
+    }
+}
+
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn tables(report: &Report) -> Vec<Table<'_>> {
+    let mut out: Vec<Table<'_>> = Vec::new();
+    for r in &report.records {
+        let existing = out.iter_mut().find(|t| {
+            t.suite == r.suite && t.workload == r.workload && t.metric.name == r.metric.name
+        });
+        let table = match existing {
+            Some(t) => t,
+            None => {
+                out.push(Table {
+                    suite: &r.suite,
+                    workload: &r.workload,
+                    metric: &r.metric,
+                    varying: Vec::new(),
+                    constant: Vec::new(),
+                    columns: Vec::new(),
+                    subjects: Vec::new(),
+                    records: Vec::new(),
+                });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        if !table.columns.contains(&&r.params) {
+            table.columns.push(&r.params);
+        }
+        if !table.subjects.iter().any(|(s, _)| *s == r.subject) {
+            table.subjects.push((&r.subject, r.peer));
+        }
+        table.records.push(r);
+    }
+    for t in &mut out {
+        let mut keys: Vec<&String> = Vec::new();
+        for c in &t.columns {
+            for k in c.keys() {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+        for k in keys {
+            let first = t.columns[0].get(k);
+            if t.columns.iter().all(|c| c.get(k) == first) {
+                if let Some(v) = first {
+                    t.constant.push(format!("{k}={}", plain(v)));
+                }
+            } else {
+                t.varying.push(k.clone());
+            }
+        }
+    }
+    out
+}
+
+/// A number with three significant digits and an SI suffix: `12.3 M`, `845`, `3.10`.
+pub fn human(x: f64) -> String {
+    let (v, suffix) = match x.abs() {
+        a if a >= 1e9 => (x / 1e9, " G"),
+        a if a >= 1e6 => (x / 1e6, " M"),
+        a if a >= 1e4 => (x / 1e3, " k"),
+        _ => (x, ""),
+    };
+    let digits = match v.abs() {
+        a if a >= 100.0 => 0,
+        a if a >= 10.0 => 1,
+        _ => 2,
+    };
+    format!("{v:.digits$}{suffix}")
+}
+
+fn direction(metric: &Metric) -> &'static str {
+    match metric.better {
+        crate::harness::Better::Lower => "lower is better",
+        crate::harness::Better::Higher => "higher is better",
+    }
+}
+
+/// The ratio rows of one table: `(ours, peer, ratio per column)`.
+fn ratio_rows<'a>(report: &'a Report, t: &Table<'_>) -> Vec<(&'a str, &'a str, Vec<Option<f64>>)> {
+    let mut rows: Vec<(&str, &str, Vec<Option<f64>>)> = Vec::new();
+    for r in report.ratios.iter().filter(|r| {
+        r.suite == t.suite && r.workload == t.workload && r.metric.name == t.metric.name
+    }) {
+        let col = t.columns.iter().position(|c| **c == r.params);
+        let idx = match rows
+            .iter()
+            .position(|(o, p, _)| *o == r.ours && *p == r.peer)
+        {
+            Some(i) => i,
+            None => {
+                rows.push((&r.ours, &r.peer, vec![None; t.columns.len()]));
+                rows.len() - 1
+            }
+        };
+        if let Some(c) = col {
+            rows[idx].2[c] = Some(r.ratio);
+        }
+    }
+    rows
+}
+
+fn ratio_cell(ratio: f64, metric: &Metric) -> String {
+    let mark = if metric.better.ours_better(ratio) {
+        "✓"
+    } else {
+        "✗"
+    };
+    format!("{ratio:.2}× {mark}")
+}
+
+fn header_lines(report: &Report) -> Vec<String> {
+    let m = &report.machine;
+    let rounds = if report.quick { 3 } else { 7 };
+    vec![
+        format!(
+            "pitlane {} at commit `{}`",
+            env!("CARGO_PKG_VERSION"),
+            m.git_commit
+        ),
+        format!("{} — {} cores — {} — {}", m.cpu, m.cores, m.os, m.rustc),
+        format!(
+            "{} run: each cell is the median of {rounds} interleaved rounds after a discarded \
+             warm-up round, with [min–max]; ratios are ours ÷ peer of those medians, from this \
+             one run (✓: ours is better in the metric's direction).",
+            if report.quick { "`--quick`" } else { "Full" }
+        ),
+    ]
+}
+
+/// `report.md`.
+pub fn markdown(report: &Report) -> String {
+    let mut md = String::from("# pitlane bench report\n\n");
+    for line in header_lines(report) {
+        let _ = writeln!(md, "- {line}");
+    }
+    let all = tables(report);
+    for suite in &report.suites {
+        let _ = writeln!(md, "\n## Suite `{suite}`\n");
+        for note in report.notes.iter().filter(|n| &n.suite == suite) {
+            let _ = writeln!(md, "{}\n", note.text);
+        }
+        for t in all.iter().filter(|t| t.suite == suite) {
+            md.push_str(&markdown_table(report, t));
+        }
+    }
+    md
+}
+
+/// The markdown of one table and its ratios (also what README.md quotes).
+fn markdown_table(report: &Report, t: &Table<'_>) -> String {
+    let cores = report.machine.cores;
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "### {} — `{}` ({}, {})\n",
+        t.workload,
+        t.metric.name,
+        t.metric.unit,
+        direction(t.metric)
+    );
+    if !t.constant.is_empty() {
+        let _ = writeln!(md, "Parameters: {}\n", t.constant.join(", "));
+    }
+    let _ = write!(md, "| subject |");
+    for c in &t.columns {
+        let _ = write!(md, " {} |", t.column_label(c, cores));
+    }
+    let _ = write!(md, "\n|---|");
+    for _ in &t.columns {
+        md.push_str("---:|");
+    }
+    md.push('\n');
+    for (subject, peer) in &t.subjects {
+        let label = if *peer {
+            subject.to_string()
+        } else {
+            format!("**{subject}**")
+        };
+        let _ = write!(md, "| {label} |");
+        for c in &t.columns {
+            match t.cell(subject, c) {
+                Some(r) => {
+                    let _ = write!(
+                        md,
+                        " {} [{}–{}] |",
+                        human(r.median),
+                        human(r.min),
+                        human(r.max)
+                    );
+                }
+                None => md.push_str(" – |"),
+            }
+        }
+        md.push('\n');
+    }
+    let rows = ratio_rows(report, t);
+    if !rows.is_empty() {
+        let _ = write!(md, "\n| ours ÷ peer |");
+        for c in &t.columns {
+            let _ = write!(md, " {} |", t.column_label(c, cores));
+        }
+        let _ = write!(md, "\n|---|");
+        for _ in &t.columns {
+            md.push_str("---:|");
+        }
+        md.push('\n');
+        for (ours, peer, cells) in rows {
+            let _ = write!(md, "| {ours} ÷ {peer} |");
+            for cell in cells {
+                match cell {
+                    Some(r) => {
+                        let _ = write!(md, " {} |", ratio_cell(r, t.metric));
+                    }
+                    None => md.push_str(" – |"),
+                }
+            }
+            md.push('\n');
+        }
+    }
+    md.push('\n');
+    md
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Inline markdown a note may use (`code`), turned into HTML after escaping.
+fn note_html(text: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in escape(text).split('`').enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+/// `report.html`: the same tables, plus a bar chart per workload and metric and a line chart
+/// where a workload sweeps thread counts, all inline SVG.
+pub fn html(report: &Report) -> String {
+    let cores = report.machine.cores;
+    let mut h = String::from(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>pitlane bench report</title><style>\
+         body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
+         table{border-collapse:collapse;margin:.5em 0 1em}\
+         td,th{border:1px solid #ccc;padding:.25em .6em}td{text-align:right}\
+         td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}\
+         .ours{font-weight:600}.good{color:#176b1a}.bad{color:#a31515}\
+         .range{color:#777;font-size:.85em}.charts svg{max-width:100%;height:auto}\
+         </style></head><body>\n<h1>pitlane bench report</h1>\n<ul>\n",
+    );
+    for line in header_lines(report) {
+        let _ = writeln!(h, "<li>{}</li>", note_html(&line));
+    }
+    h.push_str("</ul>\n");
+    let all = tables(report);
+    for suite in &report.suites {
+        let _ = writeln!(h, "<h2>Suite <code>{}</code></h2>", escape(suite));
+        for note in report.notes.iter().filter(|n| &n.suite == suite) {
+            let _ = writeln!(h, "<p>{}</p>", note_html(&note.text));
+        }
+        for t in all.iter().filter(|t| t.suite == suite) {
+            let _ = writeln!(
+                h,
+                "<h3>{} — <code>{}</code> ({}, {})</h3>",
+                escape(t.workload),
+                escape(t.metric.name),
+                escape(t.metric.unit),
+                direction(t.metric)
+            );
+            if !t.constant.is_empty() {
+                let _ = writeln!(h, "<p>Parameters: {}</p>", escape(&t.constant.join(", ")));
+            }
+            h.push_str("<div class=\"charts\">\n");
+            match bar_chart(t, cores) {
+                Ok(svg) => h.push_str(&svg),
+                Err(e) => {
+                    let _ = writeln!(h, "<p>(bar chart failed: {})</p>", escape(&e));
+                }
+            }
+            if t.sweeps_threads() {
+                match line_chart(t, cores) {
+                    Ok(svg) => h.push_str(&svg),
+                    Err(e) => {
+                        let _ = writeln!(h, "<p>(line chart failed: {})</p>", escape(&e));
+                    }
+                }
+            }
+            h.push_str("</div>\n<table><tr><th>subject</th>");
+            for c in &t.columns {
+                let _ = write!(h, "<th>{}</th>", escape(&t.column_label(c, cores)));
+            }
+            h.push_str("</tr>\n");
+            for (subject, peer) in &t.subjects {
+                let class = if *peer { "" } else { " class=\"ours\"" };
+                let _ = write!(h, "<tr><td{class}>{}</td>", escape(subject));
+                for c in &t.columns {
+                    match t.cell(subject, c) {
+                        Some(r) => {
+                            let _ = write!(
+                                h,
+                                "<td>{} <span class=\"range\">[{}–{}]</span></td>",
+                                human(r.median),
+                                human(r.min),
+                                human(r.max)
+                            );
+                        }
+                        None => h.push_str("<td>–</td>"),
+                    }
+                }
+                h.push_str("</tr>\n");
+            }
+            h.push_str("</table>\n");
+            let rows = ratio_rows(report, t);
+            if !rows.is_empty() {
+                h.push_str("<table><tr><th>ours ÷ peer</th>");
+                for c in &t.columns {
+                    let _ = write!(h, "<th>{}</th>", escape(&t.column_label(c, cores)));
+                }
+                h.push_str("</tr>\n");
+                for (ours, peer, cells) in rows {
+                    let _ = write!(h, "<tr><td>{} ÷ {}</td>", escape(ours), escape(peer));
+                    for cell in cells {
+                        match cell {
+                            Some(r) => {
+                                let class = if t.metric.better.ours_better(r) {
+                                    "good"
+                                } else {
+                                    "bad"
+                                };
+                                let _ = write!(
+                                    h,
+                                    "<td class=\"{class}\">{}</td>",
+                                    ratio_cell(r, t.metric)
+                                );
+                            }
+                            None => h.push_str("<td>–</td>"),
+                        }
+                    }
+                    h.push_str("</tr>\n");
+                }
+                h.push_str("</table>\n");
+            }
+        }
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+const CHART_W: u32 = 1000;
+const CHART_H: u32 = 380;
+const LEGEND_W: u32 = 300;
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> String {
+    format!("{e:?}")
+}
+
+/// Draws the subject legend in the right-hand strip.
+fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    subjects: &[(&str, bool)],
+) -> Result<(), String> {
+    for (i, (name, peer)) in subjects.iter().enumerate() {
+        let y = 30 + 22 * i as i32;
+        let color = Palette99::pick(i);
+        area.draw(&Rectangle::new([(8, y - 6), (22, y + 6)], color.filled()))
+            .map_err(plot_err)?;
+        let label = if *peer {
+            name.to_string()
+        } else {
+            format!("{name} (ours)")
+        };
+        area.draw(&Text::new(label, (28, y - 7), ("sans-serif", 13)))
+            .map_err(plot_err)?;
+    }
+    Ok(())
+}
+
+fn bar_chart(t: &Table<'_>, cores: usize) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (CHART_W, CHART_H)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let (plot, side) = root.split_horizontally(CHART_W - LEGEND_W);
+        let groups: Vec<String> = t.columns.iter().map(|c| t.column_label(c, cores)).collect();
+        let max = t
+            .records
+            .iter()
+            .map(|r| r.max)
+            .fold(0.0_f64, f64::max)
+            .max(f64::MIN_POSITIVE);
+        let n = groups.len();
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(
+                format!("{} — {} ({})", t.workload, t.metric.name, t.metric.unit),
+                ("sans-serif", 17),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(72)
+            .build_cartesian_2d(-0.5_f64..(n as f64 - 0.5), 0_f64..max * 1.08)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n.max(2))
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < groups.len() {
+                    groups[i as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|y| human(*y))
+            .y_desc(t.metric.unit)
+            .draw()
+            .map_err(plot_err)?;
+        let k = t.subjects.len().max(1) as f64;
+        let width = 0.8 / k;
+        for (si, (subject, _)) in t.subjects.iter().enumerate() {
+            let color = Palette99::pick(si);
+            let bars = t.columns.iter().enumerate().filter_map(|(gi, c)| {
+                let r = t.cell(subject, c)?;
+                let x0 = gi as f64 - 0.4 + width * si as f64;
+                Some(Rectangle::new(
+                    [(x0, 0.0), (x0 + width * 0.9, r.median)],
+                    color.filled(),
+                ))
+            });
+            chart.draw_series(bars).map_err(plot_err)?;
+            // The min–max range of the rounds, as a thin whisker on each bar.
+            let whiskers = t.columns.iter().enumerate().filter_map(|(gi, c)| {
+                let r = t.cell(subject, c)?;
+                let x = gi as f64 - 0.4 + width * si as f64 + width * 0.45;
+                Some(PathElement::new(vec![(x, r.min), (x, r.max)], BLACK))
+            });
+            chart.draw_series(whiskers).map_err(plot_err)?;
+        }
+        legend(&side, &t.subjects)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
+fn line_chart(t: &Table<'_>, cores: usize) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (CHART_W, CHART_H)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let (plot, side) = root.split_horizontally(CHART_W - LEGEND_W);
+        let threads: Vec<f64> = t
+            .columns
+            .iter()
+            .map(|c| c.get("threads").and_then(Value::as_f64).unwrap_or(0.0))
+            .collect();
+        let (lo, hi) = threads
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        let max = t
+            .records
+            .iter()
+            .map(|r| r.median)
+            .fold(0.0_f64, f64::max)
+            .max(f64::MIN_POSITIVE);
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(
+                format!("{} — {} by thread count", t.workload, t.metric.name),
+                ("sans-serif", 17),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(72)
+            .build_cartesian_2d((lo - 0.3)..(hi + 0.3), 0_f64..max * 1.08)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_desc(format!("threads ({cores} cores; more oversubscribes)"))
+            .y_desc(t.metric.unit)
+            .y_label_formatter(&|y| human(*y))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .draw()
+            .map_err(plot_err)?;
+        for (si, (subject, _)) in t.subjects.iter().enumerate() {
+            let color = Palette99::pick(si);
+            let points: Vec<(f64, f64)> = t
+                .columns
+                .iter()
+                .zip(&threads)
+                .filter_map(|(c, &x)| Some((x, t.cell(subject, c)?.median)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(plot_err)?;
+            chart
+                .draw_series(
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 4, color.filled())),
+                )
+                .map_err(plot_err)?;
+        }
+        legend(&side, &t.subjects)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
+/// Where a run's files went.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The output directory.
+    pub dir: PathBuf,
+    /// `results.json`, or the `--json` path.
+    pub json: PathBuf,
+}
+
+/// Writes `report.md`, `report.html` and `results.json` into `dir` (created if missing), and
+/// the JSON also to `json` when given.
+pub fn write(report: &Report, dir: &Path, json: Option<&Path>) -> std::io::Result<Written> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("report.md"), markdown(report))?;
+    std::fs::write(dir.join("report.html"), html(report))?;
+    let text = serde_json::to_string_pretty(&report.to_json()).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("results.json"), &text)?;
+    let json_path = match json {
+        Some(p) => {
+            std::fs::write(p, &text)?;
+            p.to_path_buf()
+        }
+        None => dir.join("results.json"),
+    };
+    Ok(Written {
+        dir: dir.to_path_buf(),
+        json: json_path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::{Bench, Better, Case, RunConfig, Subject, params};
+
+    fn sample_report() -> Report {
+        let mut bench = Bench::new(RunConfig::quick());
+        bench.begin_suite("demo");
+        bench.note("timed with `Instant`");
+        for t in [1, 2, 64] {
+            let m = Metric::new("ops_per_s", "ops/s", Better::Higher);
+            let case = Case::new("w", params! {"threads" => t, "size" => 64}, vec![m])
+                .subject(Subject::ours("pitlane::x", move || {
+                    Ok(vec![2e6 * t as f64])
+                }))
+                .subject(Subject::peer("std<x>", move || Ok(vec![1e6 * t as f64])));
+            bench.measure(case).unwrap();
+        }
+        bench.finish()
+    }
+
+    #[test]
+    fn markdown_has_tables_ratios_and_oversubscription() {
+        let md = markdown(&sample_report());
+        assert!(md.contains("## Suite `demo`"), "{md}");
+        assert!(md.contains("Parameters: size=64"), "{md}");
+        assert!(md.contains("threads=64 (oversubscribed)"), "{md}");
+        assert!(
+            md.contains("| **pitlane::x** | 2.00 M [2.00 M–2.00 M] |"),
+            "{md}"
+        );
+        assert!(md.contains("| pitlane::x ÷ std<x> | 2.00× ✓ |"), "{md}");
+        assert!(md.contains("timed with `Instant`"), "{md}");
+    }
+
+    #[test]
+    fn html_is_self_contained_with_bar_and_line_charts() {
+        let h = html(&sample_report());
+        assert_eq!(h.matches("<svg").count(), 2, "one bar and one line chart");
+        assert!(h.contains("std&lt;x&gt;"));
+        assert!(!h.contains("<script src") && !h.contains("<link"));
+        assert!(h.contains("<code>Instant</code>"));
+    }
+
+    #[test]
+    fn human_numbers() {
+        assert_eq!(human(12_345_678.0), "12.3 M");
+        assert_eq!(human(845.0), "845");
+        assert_eq!(human(3.1), "3.10");
+        assert_eq!(human(45_000.0), "45.0 k");
+    }
+}

@@ -1,0 +1,148 @@
+//! `pitlane bench`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use pitlane_bench::harness::{Bench, RunConfig};
+use pitlane_bench::suites::{self, Suite};
+
+use crate::UsageError;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Suites to run (all when none is named); see --list.
+    suites: Vec<String>,
+    /// List the suites and their workloads, and exit.
+    #[arg(long)]
+    list: bool,
+    /// Reduced sizes and fewer rounds; every workload and subject still runs.
+    #[arg(long)]
+    quick: bool,
+    /// Thread counts for workloads that sweep them, e.g. 1,2,4.
+    #[arg(long, value_name = "LIST")]
+    threads: Option<String>,
+    /// Also write results.json to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Directory for report.md, report.html and results.json.
+    #[arg(long, value_name = "DIR", default_value = "target/pitlane-report")]
+    out: PathBuf,
+}
+
+/// Parses `1,2,4`: positive integers separated by commas.
+pub fn parse_threads(list: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        let part = part.trim();
+        match part.parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => out.push(n),
+            _ => {
+                return Err(format!(
+                    "malformed thread list '{list}': '{part}' is not a thread count from 1 to 1024 \
+                     (expected e.g. --threads 1,2,4)"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn check_writable_dir(dir: &Path) -> Result<(), String> {
+    let fail =
+        |e: std::io::Error| format!("output directory '{}' is not writable: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(".pitlane-write-probe");
+    std::fs::write(&probe, b"").map_err(fail)?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+fn check_writable_file(file: &Path) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .map(drop)
+        .map_err(|e| format!("JSON file '{}' is not writable: {e}", file.display()))
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
+    let all = suites::all();
+    if args.list {
+        for suite in &all {
+            println!("{} — {}", suite.name(), suite.about());
+            for w in suite.workloads() {
+                println!("    {:<20} {}", w.name, w.about);
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let chosen: Vec<&dyn Suite> = if args.suites.is_empty() {
+        all.iter().map(|s| s.as_ref()).collect()
+    } else {
+        let mut chosen = Vec::new();
+        for name in &args.suites {
+            let suite = all.iter().find(|s| s.name() == name).ok_or_else(|| {
+                let known: Vec<&str> = all.iter().map(|s| s.name()).collect();
+                UsageError(format!(
+                    "unknown suite '{name}' (known: {})",
+                    known.join(", ")
+                ))
+            })?;
+            chosen.push(suite.as_ref());
+        }
+        chosen
+    };
+    let threads = args
+        .threads
+        .as_deref()
+        .map(parse_threads)
+        .transpose()
+        .map_err(UsageError)?;
+    check_writable_dir(&args.out).map_err(UsageError)?;
+    if let Some(json) = &args.json {
+        check_writable_file(json).map_err(UsageError)?;
+    }
+
+    let mut bench = Bench::new(RunConfig {
+        quick: args.quick,
+        threads,
+    });
+    for suite in chosen {
+        eprintln!("pitlane bench: running suite '{}'", suite.name());
+        bench.begin_suite(suite.name());
+        if let Err(e) = suite.run(&mut bench) {
+            eprintln!("error: benchmark aborted: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    let report = bench.finish();
+    let written =
+        pitlane_bench::report::write(&report, &args.out, args.json.as_deref()).map_err(|e| {
+            UsageError(format!(
+                "cannot write the report to '{}': {e}",
+                args.out.display()
+            ))
+        })?;
+    eprintln!(
+        "pitlane bench: report in {}/report.md and report.html, results in {}",
+        written.dir.display(),
+        written.json.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_threads;
+
+    #[test]
+    fn thread_lists() {
+        assert_eq!(parse_threads("1,2,4"), Ok(vec![1, 2, 4]));
+        assert_eq!(parse_threads(" 3 "), Ok(vec![3]));
+        for bad in ["", "1,,2", "0", "x", "1;2", "-1", "2000"] {
+            assert!(parse_threads(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The `pitlane` command.
+//!
+//! - `pitlane bench` — run benchmark suites and write the report (see `pitlane bench --help`).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench_cmd;
+
+/// pitlane: lock-free lanes for memory and messages, measured against their peers.
+#[derive(Parser, Debug)]
+#[command(name = "pitlane", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Subcommand, Debug)]
+enum Commands {
+    /// Run benchmark suites (ours beside the peers) and write report.md, report.html and results.json.
+    Bench(bench_cmd::BenchArgs),
+}
+
+/// A failure the user can fix: printed as one line, exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Commands::Bench(args) => bench_cmd::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(UsageError(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The `pitlane bench` command line: listing and its one-line errors.
+
+use std::process::Command;
+
+fn pitlane(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pitlane"))
+        .args(args)
+        .output()
+        .expect("run pitlane");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_one_line_error(args: &[&str], needle: &str) {
+    let (code, stdout, stderr) = pitlane(args);
+    assert_eq!(code, 2, "exit code for {args:?}; stderr: {stderr}");
+    assert!(
+        stdout.is_empty(),
+        "nothing on stdout for {args:?}: {stdout}"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "one line for {args:?}: {stderr}"
+    );
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: {stderr} should mention {needle}"
+    );
+}
+
+#[test]
+fn list_names_suites_and_workloads() {
+    let (code, stdout, _) = pitlane(&["bench", "--list"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("locks"), "{stdout}");
+    assert!(
+        stdout.contains("throughput") && stdout.contains("latency"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn unknown_suite_is_a_one_line_error() {
+    assert_one_line_error(&["bench", "no-such-suite"], "unknown suite 'no-such-suite'");
+}
+
+#[test]
+fn malformed_thread_list_is_a_one_line_error() {
+    assert_one_line_error(
+        &["bench", "locks", "--threads", "1,two"],
+        "malformed thread list",
+    );
+    assert_one_line_error(
+        &["bench", "locks", "--threads", "0"],
+        "malformed thread list",
+    );
+}
+
+#[test]
+fn unwritable_out_dir_is_a_one_line_error() {
+    let dir = std::env::temp_dir().join(format!("pitlane-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A regular file where a directory is needed: not writable as a directory, even for root.
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let out = file.join("report");
+    assert_one_line_error(
+        &["bench", "locks", "--quick", "--out", out.to_str().unwrap()],
+        "not writable",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

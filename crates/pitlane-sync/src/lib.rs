@@ -1,0 +1,20 @@
+//! The floor every pitlane crate stands on.
+//!
+//! - [`shim`]: atomics, an `UnsafeCell`, threads and `spin_loop`, taken from `core`/`std` in
+//!   normal builds and from [`loom`](https://docs.rs/loom) when built with
+//!   `RUSTFLAGS="--cfg pitlane_loom"`, so an algorithm's text is identical under model checking
+//!   and in production.
+//! - [`spin`]: the test-and-set family of spin locks from the "Racing to Win" talk — plain
+//!   test-and-set ([`spin::RawTas`]), test-and-test-and-set ([`spin::RawTtas`]) and test-and-set
+//!   with bounded exponential backoff ([`spin::RawTasBackoff`]) — as [`lock_api::RawMutex`]
+//!   implementations.
+//! - [`tagged`]: [`TaggedIndex`], a 32-bit index and a 32-bit generation packed in one
+//!   `AtomicU64`, the word an ABA-safe freelist compares and swaps.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod shim;
+pub mod spin;
+pub mod tagged;
+
+pub use tagged::{Tagged, TaggedIndex};
