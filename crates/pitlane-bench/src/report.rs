@@ -556,7 +556,14 @@ fn line_chart(t: &Table<'_>, cores: usize) -> Result<String, String> {
             .x_desc(format!("threads ({cores} cores; more oversubscribes)"))
             .y_desc(t.metric.unit)
             .y_label_formatter(&|y| human(*y))
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_labels(((hi - lo) as usize + 1).clamp(2, 16))
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-6 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
             .draw()
             .map_err(plot_err)?;
         for (si, (subject, _)) in t.subjects.iter().enumerate() {

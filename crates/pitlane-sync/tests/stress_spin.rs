@@ -7,6 +7,7 @@ use std::cell::UnsafeCell;
 
 use lock_api::RawMutex;
 use pitlane_sync::spin::{RawTas, RawTasBackoff, RawTtas};
+use pitlane_sync::stress::run_threads;
 
 const THREADS: usize = 4;
 const PER_THREAD: u64 = 200_000;
@@ -46,13 +47,9 @@ fn hammer<R: RawMutex + Sync>() -> u64 {
         lock: R::INIT,
         value: UnsafeCell::new(0),
     };
-    std::thread::scope(|s| {
-        for _ in 0..THREADS {
-            s.spawn(|| {
-                for i in 0..PER_THREAD {
-                    counter.increment(i % 7 == 0);
-                }
-            });
+    run_threads(THREADS, |_| {
+        for i in 0..PER_THREAD {
+            counter.increment(i % 7 == 0);
         }
     });
     counter.value.into_inner()
@@ -76,14 +73,9 @@ fn backoff_counter_is_exact() {
 #[test]
 fn tagged_mutexes_protect_data() {
     let m = pitlane_sync::spin::TasMutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for t in 0..THREADS {
-            let m = &m;
-            s.spawn(move || {
-                for i in 0..1000 {
-                    m.lock().push(t * 1000 + i);
-                }
-            });
+    run_threads(THREADS, |t| {
+        for i in 0..1000 {
+            m.lock().push(t * 1000 + i);
         }
     });
     let mut v = m.into_inner();
