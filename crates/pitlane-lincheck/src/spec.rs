@@ -1,0 +1,104 @@
+//! The sequential specification a history is checked against.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+
+use crate::history::History;
+
+/// What a structure does when its operations run one at a time.
+///
+/// A specification is a state machine. [`step`](SequentialSpec::step) is asked about one
+/// operation *together with the result it was observed to return*: it answers with the next
+/// state when that result is allowed from `state`, and `None` when it is not. A step may
+/// allow several results (a bag's pop may return any element present; a weak bag's try
+/// operations may also fail); the next state must follow from the state, the operation and
+/// the result.
+///
+/// States are compared and hashed by the checker's memo cache, so two states that behave the
+/// same should be equal (keep them canonical: a bag's state is a sorted vector, not the order
+/// of insertion).
+///
+/// # Examples
+///
+/// A flag that can be set once:
+///
+/// ```
+/// use pitlane_lincheck::{History, SequentialSpec, check};
+///
+/// struct OnceFlag;
+///
+/// #[derive(Debug)]
+/// enum FlagOp { TrySet }
+///
+/// impl SequentialSpec for OnceFlag {
+///     type Op = FlagOp;
+///     type Ret = bool; // whether this call set it
+///     type State = bool; // whether it is set
+///
+///     fn init(&self) -> bool {
+///         false
+///     }
+///
+///     fn step(&self, set: &bool, _op: &FlagOp, won: &bool) -> Option<bool> {
+///         (*won != *set).then_some(true)
+///     }
+/// }
+///
+/// let mut history = History::new();
+/// history.add(0, 0..3, FlagOp::TrySet, true)?;
+/// history.add(1, 1..2, FlagOp::TrySet, true)?;
+/// assert!(!check(&OnceFlag, &history).is_linearizable());
+/// # Ok::<(), pitlane_lincheck::HistoryError>(())
+/// ```
+pub trait SequentialSpec {
+    /// An operation as it is called, with its arguments.
+    type Op: Debug;
+    /// What an operation returns.
+    type Ret: Debug;
+    /// The abstract state of the structure.
+    type State: Clone + Eq + Hash + Debug;
+
+    /// The state before any operation.
+    fn init(&self) -> Self::State;
+
+    /// The state after `op` returned `ret` from `state`, or `None` when `ret` is not a result
+    /// `op` may return from `state`.
+    fn step(&self, state: &Self::State, op: &Self::Op, ret: &Self::Ret) -> Option<Self::State>;
+
+    /// An equivalent history for the checker to search instead, or `None` to search `history`
+    /// as it is (the default).
+    ///
+    /// "Equivalent" means: linearizable exactly when `history` is, by the same orders, with
+    /// the same operation ids. A specification uses this to make more states equal, so that
+    /// the memo cache finds more of them: the containers of [`crate::specs`] give every value
+    /// that is pushed but never popped one name, since such a value never reaches the end a
+    /// pop takes from, and orders that differ only in where those values sit are the same.
+    fn canonical(
+        &self,
+        history: &History<Self::Op, Self::Ret>,
+    ) -> Option<History<Self::Op, Self::Ret>> {
+        let _ = history;
+        None
+    }
+}
+
+impl<S: SequentialSpec + ?Sized> SequentialSpec for &S {
+    type Op = S::Op;
+    type Ret = S::Ret;
+    type State = S::State;
+
+    fn init(&self) -> Self::State {
+        (**self).init()
+    }
+
+    fn step(&self, state: &Self::State, op: &Self::Op, ret: &Self::Ret) -> Option<Self::State> {
+        (**self).step(state, op, ret)
+    }
+
+    fn canonical(
+        &self,
+        history: &History<Self::Op, Self::Ret>,
+    ) -> Option<History<Self::Op, Self::Ret>> {
+        (**self).canonical(history)
+    }
+}
