@@ -1,12 +1,14 @@
 //! The `pitlane` command.
 //!
 //! - `pitlane bench` — run benchmark suites and write the report (see `pitlane bench --help`).
+//! - `pitlane lincheck` — check a subject for linearizability (see `pitlane lincheck --help`).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod lincheck_cmd;
 
 /// pitlane: lock-free lanes for memory and messages, measured against their peers.
 #[derive(Parser, Debug)]
@@ -20,6 +22,8 @@ struct Cli {
 enum Commands {
     /// Run benchmark suites (ours beside the peers) and write report.md, report.html and results.json.
     Bench(bench_cmd::BenchArgs),
+    /// Check a registered subject for linearizability over many rounds of random operations.
+    Lincheck(lincheck_cmd::LincheckArgs),
 }
 
 /// A failure the user can fix: printed as one line, exit code 2.
@@ -30,6 +34,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Commands::Bench(args) => bench_cmd::run(args),
+        Commands::Lincheck(args) => lincheck_cmd::run(args),
     };
     match result {
         Ok(code) => code,
