@@ -1,0 +1,185 @@
+//! Loom models of the B-Queue protocol: small rings, small batches, every interleaving (up to
+//! the preemption bound) of one producer and one consumer.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg pitlane_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom cargo test --release -p pitlane-queue --test loom_spsc`.
+#![cfg(pitlane_loom)]
+
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+use pitlane_queue::spsc::{Builder, Consumer, PopError, Producer, PushError};
+
+/// One producer pushes `0..items`, one consumer pops until it has them all, on a ring of
+/// `capacity` slots with batch `batch`. Checks order and completeness, and that every "full" and
+/// "empty" was true: before each attempt an end reads how many operations the other end had
+/// completed; a "full" with fewer than `capacity` values certainly queued at that time, or an
+/// "empty" with a value certainly queued, is a lie.
+fn transfer(capacity: usize, batch: usize, adaptive: bool, items: usize) {
+    loom::model(move || {
+        let (mut producer, mut consumer) = Builder::new(capacity)
+            .batch(batch)
+            .increment(1)
+            .adaptive(adaptive)
+            .build::<usize>()
+            .unwrap();
+        let pushed = Arc::new(AtomicUsize::new(0));
+        let popped = Arc::new(AtomicUsize::new(0));
+
+        let producer_thread = {
+            let (pushed, popped) = (Arc::clone(&pushed), Arc::clone(&popped));
+            thread::spawn(move || {
+                let mut next = 0;
+                while next < items {
+                    let popped_before = popped.load(Ordering::SeqCst);
+                    match producer.try_push(next) {
+                        Ok(()) => {
+                            next += 1;
+                            pushed.store(next, Ordering::SeqCst);
+                        }
+                        Err(PushError::Full(value)) => {
+                            assert_eq!(value, next, "the value came back");
+                            assert!(
+                                next - popped_before >= capacity,
+                                "full with only {} of {capacity} values queued",
+                                next - popped_before
+                            );
+                            thread::yield_now();
+                        }
+                    }
+                }
+            })
+        };
+
+        let mut expected = 0;
+        while expected < items {
+            let pushed_before = pushed.load(Ordering::SeqCst);
+            match consumer.try_pop() {
+                Ok(value) => {
+                    assert_eq!(value, expected, "lost, duplicated or reordered");
+                    expected += 1;
+                    popped.store(expected, Ordering::SeqCst);
+                }
+                Err(PopError::Empty) => {
+                    assert!(
+                        pushed_before <= expected,
+                        "empty with value {expected} pushed"
+                    );
+                    thread::yield_now();
+                }
+            }
+        }
+        producer_thread.join().unwrap();
+        assert_eq!(consumer.try_pop(), Err(PopError::Empty));
+        assert!(consumer.is_abandoned());
+    });
+}
+
+#[test]
+fn capacity_2_batch_1() {
+    transfer(2, 1, true, 5);
+}
+
+#[test]
+fn capacity_2_batch_2() {
+    transfer(2, 2, true, 5);
+}
+
+#[test]
+fn capacity_3_batch_2() {
+    transfer(3, 2, true, 6);
+}
+
+#[test]
+fn capacity_4_batch_2_adaptive() {
+    transfer(4, 2, true, 7);
+}
+
+#[test]
+fn capacity_4_batch_2_plain_backtracking() {
+    transfer(4, 2, false, 7);
+}
+
+#[test]
+fn capacity_4_batch_4() {
+    transfer(4, 4, true, 7);
+}
+
+/// `len` on the consumer promises values it can pop; `free_slots` on the producer promises
+/// room it can fill; `peek` shows what `try_pop` returns.
+#[test]
+fn len_and_peek_keep_their_promises() {
+    loom::model(|| {
+        let (mut producer, mut consumer) = Builder::new(3)
+            .batch(2)
+            .increment(1)
+            .build::<usize>()
+            .unwrap();
+        producer.try_push(0).unwrap();
+        let producer_thread = thread::spawn(move || {
+            let room = producer.free_slots();
+            // One value is queued and the consumer only makes room.
+            assert!((2..=3).contains(&room), "{room} free slots");
+            for value in 1..=room {
+                producer.try_push(value).unwrap();
+            }
+            room
+        });
+        let queued = consumer.len();
+        assert!(queued >= 1);
+        for expected in 0..queued {
+            assert_eq!(consumer.peek(), Ok(&expected));
+            assert_eq!(consumer.try_pop(), Ok(expected));
+        }
+        let room = producer_thread.join().unwrap();
+        let rest: Vec<usize> = consumer.try_iter().collect();
+        assert_eq!(rest, (queued..=room).collect::<Vec<_>>());
+    });
+}
+
+/// A value that counts its drops in a shared counter.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn push_counted(producer: &mut Producer<Counted>, drops: &Arc<AtomicUsize>) -> bool {
+    producer.try_push(Counted(Arc::clone(drops))).is_ok()
+}
+
+fn pop_counted(consumer: &mut Consumer<Counted>) -> bool {
+    consumer.try_pop().is_ok()
+}
+
+/// Both ends drop concurrently with values in flight: every value pushed is dropped exactly
+/// once, by the consumer's pop or by whichever end goes last.
+#[test]
+fn queued_values_dropped_once_by_last_end() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (mut producer, mut consumer) = Builder::new(2).batch(1).build::<Counted>().unwrap();
+        let producer_thread = {
+            let drops = Arc::clone(&drops);
+            // A push that finds the ring full drops the value it gets back.
+            thread::spawn(move || {
+                (0..3)
+                    .filter(|_| push_counted(&mut producer, &drops))
+                    .count()
+            })
+        };
+        let consumer_thread = thread::spawn(move || pop_counted(&mut consumer));
+        let pushed = producer_thread.join().unwrap();
+        let popped = consumer_thread.join().unwrap();
+        assert!(
+            pushed >= 2 && pushed <= 3,
+            "2 slots, at most one pop: {pushed} pushed"
+        );
+        assert!(!popped || pushed >= 1);
+        // Three values were made; each is dropped once, whether it was refused, popped, or
+        // left in the ring when the last end went.
+        assert_eq!(drops.load(Ordering::SeqCst), 3);
+    });
+}

@@ -1,0 +1,204 @@
+//! Stress tests of the B-Queue on two real threads: every value arrives once, in order.
+//!
+//! The consumer checks that it receives exactly `0, 1, 2, …`: a lost value shows as a gap, a
+//! duplicate as a repeat, a reordering as either. The default set takes a few seconds in
+//! release and is also run under ThreadSanitizer; the 10^8-value run is ignored by default:
+//! `cargo test --release -p pitlane-queue --test stress_spsc -- --ignored`.
+#![cfg(not(pitlane_loom))]
+
+use std::thread;
+
+use pitlane_queue::spsc::{Builder, Consumer, Producer, PushError};
+use pitlane_sync::spin::TtasMutex;
+use pitlane_sync::stress::run_threads;
+
+/// Runs `produce(producer)` and `consume(consumer)` at once on two POSIX threads, which
+/// ThreadSanitizer sees start and end (see `pitlane_sync::stress`). The ends are handed over
+/// through spin locks of our own, for the same reason.
+fn on_two_threads<P: Send, C: Send>(
+    producer: P,
+    consumer: C,
+    produce: impl Fn(P) + Sync,
+    consume: impl Fn(C) + Sync,
+) {
+    let producer = TtasMutex::new(Some(producer));
+    let consumer = TtasMutex::new(Some(consumer));
+    run_threads(2, |thread| {
+        if thread == 0 {
+            produce(producer.lock().take().expect("one producer thread"));
+        } else {
+            consume(consumer.lock().take().expect("one consumer thread"));
+        }
+    });
+}
+
+/// Moves `0..items` through a ring of `capacity` slots with batch `batch` (the default when
+/// `None`), pausing the producer every `pause_every` values (never when 0) so that the consumer
+/// has to backtrack and report empty.
+fn transfer(capacity: usize, batch: Option<usize>, items: u64, pause_every: u64) {
+    let mut builder = Builder::new(capacity);
+    if let Some(batch) = batch {
+        builder = builder.batch(batch);
+    }
+    let (producer, consumer) = builder.build::<u64>().unwrap();
+    on_two_threads(
+        producer,
+        consumer,
+        |producer| push_all(producer, items, pause_every),
+        |consumer| pop_all(consumer, items),
+    );
+}
+
+/// Waits a little after a failed attempt: spins, and yields now and then so that the test
+/// also progresses when more threads run than there are cores.
+fn back_off(failures: &mut u32) {
+    *failures += 1;
+    if *failures % 64 == 0 {
+        thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+fn push_all(mut producer: Producer<u64>, items: u64, pause_every: u64) {
+    let mut failures = 0;
+    for value in 0..items {
+        let mut pending = value;
+        while let Err(PushError::Full(back)) = producer.try_push(pending) {
+            pending = back;
+            back_off(&mut failures);
+        }
+        if pause_every != 0 && value % pause_every == 0 {
+            for _ in 0..200 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+fn pop_all(mut consumer: Consumer<u64>, items: u64) {
+    let mut expected = 0;
+    let mut failures = 0;
+    while expected < items {
+        match consumer.try_pop() {
+            Ok(value) => {
+                assert_eq!(value, expected, "lost, duplicated or reordered value");
+                expected += 1;
+            }
+            Err(_) => back_off(&mut failures),
+        }
+    }
+    assert!(consumer.try_pop().is_err(), "a value beyond the last one");
+}
+
+#[test]
+fn paper_shape_capacity_2048_batch_256() {
+    transfer(2048, Some(256), 2_000_000, 0);
+}
+
+#[test]
+fn default_batch_at_capacity_65536() {
+    transfer(65536, None, 2_000_000, 0);
+}
+
+#[test]
+fn tiny_rings() {
+    for capacity in 1..=5 {
+        transfer(capacity, None, 200_000, 0);
+        transfer(capacity, Some(capacity), 200_000, 0);
+    }
+}
+
+#[test]
+fn odd_capacity_and_batch() {
+    transfer(1000, Some(77), 1_000_000, 0);
+    transfer(7, Some(3), 500_000, 0);
+}
+
+#[test]
+fn slow_producer_makes_the_consumer_backtrack() {
+    transfer(2048, Some(256), 300_000, 3);
+    transfer(64, Some(16), 300_000, 17);
+}
+
+/// Batch operations on both ends, with chunk sizes that keep changing.
+#[test]
+fn batch_operations_keep_order() {
+    let items = 2_000_000_u64;
+    let (producer, consumer) = Builder::new(512).batch(64).build::<u64>().unwrap();
+    let produce = |mut producer: Producer<u64>| {
+        let mut failures = 0;
+        let mut next = 0;
+        let mut chunk = 1;
+        while next < items {
+            chunk = chunk * 7 % 301 + 1;
+            let end = (next + chunk).min(items);
+            let pushed = producer.push_iter(next..end) as u64;
+            if pushed == 0 {
+                back_off(&mut failures);
+            }
+            next += pushed;
+        }
+    };
+    let consume = |mut consumer: Consumer<u64>| {
+        let mut expected = 0;
+        let mut buffer = Vec::with_capacity(512);
+        let mut chunk = 1;
+        let mut failures = 0;
+        while expected < items {
+            chunk = chunk * 5 % 257 + 1;
+            buffer.clear();
+            buffer.extend(consumer.try_iter().take(chunk));
+            if buffer.is_empty() {
+                back_off(&mut failures);
+            }
+            for &value in &buffer {
+                assert_eq!(value, expected, "lost, duplicated or reordered value");
+                expected += 1;
+            }
+        }
+    };
+    on_two_threads(producer, consumer, produce, consume);
+}
+
+/// Values that own heap memory, so that a torn or doubled move would show (and, under
+/// ThreadSanitizer, a racy one).
+#[test]
+fn owned_values_arrive_intact() {
+    let items = 200_000_usize;
+    let (producer, consumer) = Builder::new(128).batch(16).build::<Vec<usize>>().unwrap();
+    let produce = |mut producer: Producer<Vec<usize>>| {
+        let mut failures = 0;
+        for value in 0..items {
+            let mut pending = vec![value; value % 5];
+            while let Err(PushError::Full(back)) = producer.try_push(pending) {
+                pending = back;
+                back_off(&mut failures);
+            }
+        }
+    };
+    let consume = |mut consumer: Consumer<Vec<usize>>| {
+        let mut expected = 0;
+        let mut failures = 0;
+        while expected < items {
+            match consumer.try_pop() {
+                Ok(got) => {
+                    assert_eq!(got, vec![expected; expected % 5]);
+                    expected += 1;
+                }
+                Err(_) => back_off(&mut failures),
+            }
+        }
+    };
+    on_two_threads(producer, consumer, produce, consume);
+}
+
+/// The full-size run: 10^8 values through the paper's shape. About half a second in
+/// release and five to twenty seconds in debug on the project's shared two-core machines, and
+/// a minute under ThreadSanitizer, so it only runs when asked for:
+/// `cargo test --release -p pitlane-queue --test stress_spsc -- --ignored`.
+#[test]
+#[ignore = "10^8 values: run in release with --ignored"]
+fn hundred_million_values_in_order() {
+    transfer(2048, Some(256), 100_000_000, 0);
+}
