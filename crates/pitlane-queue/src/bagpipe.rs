@@ -1,0 +1,758 @@
+//! The Bagpipe: an array of weak bags ("pipes") that threads walk in random order, trading
+//! FIFO consistency for scalability.
+//!
+//! After Eli Rosenthal's bagpipe crate and its note "Bagpipes: Scalable Concurrent Bags"
+//! (`shared/seeds/bagpipes-scalable-concurrent-bags.txt`), itself close to scalloc's span pool
+//! and the Distributed Queues of Haas et al. A single queue, however scalable its fetch-and-add,
+//! serializes every thread on two counters. A Bagpipe gives each operation a choice of
+//! `pipes.len()` queues (or stacks), and an attempt that loses a race on one pipe — a
+//! [`PopError::Transient`] or a failed [`WeakBag::try_push`] — simply moves on to the next, so
+//! threads drift away from loaded pipes towards idle ones without any coordination beyond the
+//! pipes' own.
+//!
+//! ```
+//! use pitlane_queue::bagpipe::Bagpipe;
+//! use pitlane_queue::mpmc::Queue;
+//!
+//! let bag: Bagpipe<Queue<u64>> = Bagpipe::new();
+//! std::thread::scope(|s| {
+//!     for t in 0..4 {
+//!         let bag = &bag;
+//!         s.spawn(move || {
+//!             let handle = bag.handle();
+//!             (0..100).for_each(|i| handle.push(t * 100 + i));
+//!         });
+//!     }
+//! });
+//! let mut all: Vec<u64> = std::iter::from_fn(|| bag.pop()).collect();
+//! all.sort();
+//! assert_eq!(all, (0..400).collect::<Vec<_>>());
+//! ```
+//!
+//! # The walk
+//!
+//! There are a power of two of pipes (by default twice the available parallelism, rounded
+//! up). Each [`Handle`] holds an odd stride; adding an odd stride modulo a power of two visits
+//! every pipe once per round, so a walk is a permutation of the pipes, different for each
+//! handle. Handles start on consecutive pipes, so the first `pipe_count()` handles each have a
+//! home pipe of their own. A push starts at the handle's push position and moves it on only
+//! when a push there loses a race, so a thread keeps pushing into a pipe as long as nobody
+//! contends with it there. A pop starts at the pipe that last gave the handle an item and walks
+//! on from there. Calls on the [`Bagpipe`] itself use a walk kept per thread.
+//!
+//! # What each operation reports
+//!
+//! - [`Bagpipe::try_push`] visits each pipe at most once and fails only if every pipe's
+//!   `try_push` failed (each lost a race). [`Bagpipe::push`] keeps walking until a pipe takes
+//!   the item. [`Handle::push_bounded`] gives up after a number of transient failures, so that
+//!   a caller such as an allocator can fall back to another source.
+//! - [`Bagpipe::try_pop`] visits each pipe at most once: an item if some pipe gave one,
+//!   [`PopError::Empty`] only if every pipe reported empty, otherwise
+//!   [`PopError::Transient`]. [`Bagpipe::pop`] keeps walking and returns `None` only after
+//!   `pipes.len()` consecutive pipes reported empty. [`Handle::pop_bounded`] also gives up
+//!   (with `Transient`) after a number of transient failures.
+//!
+//! # Guarantees, and the ordering it does not give
+//!
+//! A Bagpipe never loses or duplicates an item: each successful push places the item in
+//! exactly one pipe, at that pipe's linearization point, and each successful pop removes it
+//! from there at the pipe's linearization point; items left at drop time are dropped with the
+//! pipes. That is the one guarantee it makes, and the only one the seed asks for. Against a
+//! sequential bag it is linearizable for pushes and item-returning pops. It gives **no order**:
+//! not FIFO, not LIFO, not even per thread — two items pushed one after the other by one
+//! thread may land in different pipes and be popped in either order. And its **emptiness is
+//! not linearizable**: `Empty` means each pipe was seen empty at some moment of the call, not
+//! all at the same moment, so an item pushed during the call into a pipe already visited is
+//! missed. An item that sat in the bag for the whole call is never missed.
+//!
+//! [`size_guess`](Bagpipe::size_guess) sums the pipes' guesses; it is exact only when nothing
+//! is in flight.
+//!
+//! # Revocation
+//!
+//! When the pipes are [`RevocableBag`]s, [`Bagpipe::revoke`] removes a tracked item with one
+//! CAS on the cell it sits in, whatever pipe that is (the item's handle names the cell); see
+//! [`revoke`](crate::revoke).
+
+use core::cell::{Cell, RefCell};
+use core::fmt;
+
+use crossbeam_utils::CachePadded;
+use pitlane_sync::shim::atomic::{AtomicUsize, Ordering};
+
+use crate::revoke::{Revocable, RevocableBag};
+use crate::weak_bag::{PopError, WeakBag};
+
+/// The most pipes a Bagpipe may have.
+pub const MAX_PIPES: usize = 1 << 16;
+
+/// An array of weak bags walked in a random permutation per handle.
+///
+/// See the [module documentation](self).
+pub struct Bagpipe<B> {
+    /// The pipes; a power of two of them.
+    pipes: Box<[CachePadded<B>]>,
+    /// `pipes.len() - 1`: positions are reduced with it.
+    mask: usize,
+    /// How many handles have been made; mixed into each new handle's walk.
+    handles: AtomicUsize,
+}
+
+/// A bad pipe count for [`Bagpipe::with_pipes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipeCountError {
+    /// The count asked for.
+    pub requested: usize,
+}
+
+impl fmt::Display for PipeCountError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a Bagpipe needs between 1 and {MAX_PIPES} pipes, not {}",
+            self.requested
+        )
+    }
+}
+
+impl std::error::Error for PipeCountError {}
+
+/// Where a thread pushes and pops next, and the odd stride that walks it on. Positions are
+/// reduced by each Bagpipe's mask when used.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    /// The pipe pushes start at: the thread's home, left only when a push there loses a race.
+    push_at: usize,
+    /// The pipe pops start at: the last one that gave an item.
+    pop_at: usize,
+    /// Odd, so that adding it visits every pipe once per round.
+    stride: usize,
+}
+
+impl Walk {
+    /// A walk from pipe `start` with a stride chosen by `seed`.
+    fn new(start: usize, seed: u64) -> Self {
+        Walk {
+            push_at: start,
+            pop_at: start,
+            stride: (splitmix64(seed) as usize) << 1 | 1,
+        }
+    }
+}
+
+/// Sebastiano Vigna's SplitMix64 finalizer: spreads consecutive seeds over the whole word.
+fn splitmix64(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(not(pitlane_loom))]
+thread_local! {
+    /// The walk used by calls on a [`Bagpipe`] itself (not through a [`Handle`]); positions
+    /// are reduced by each Bagpipe's mask, so one walk serves them all.
+    static THREAD_WALK: Cell<Option<Walk>> = const { Cell::new(None) };
+}
+
+/// Seeds for per-thread walks.
+#[cfg(not(pitlane_loom))]
+static THREAD_WALKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Runs `f` with this thread's walk, creating it on first use.
+#[cfg(not(pitlane_loom))]
+#[inline]
+fn with_thread_walk<R>(f: impl FnOnce(&Cell<Walk>) -> R) -> R {
+    THREAD_WALK.with(|slot| {
+        let walk = Cell::new(slot.get().unwrap_or_else(|| {
+            // Consecutive threads start on consecutive pipes.
+            let n = THREAD_WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Walk::new(n as usize, n)
+        }));
+        let result = f(&walk);
+        slot.set(Some(walk.get()));
+        result
+    })
+}
+
+/// Under loom: a fixed walk for every call, because a model must behave the same way in every
+/// execution, and thread-locals and counters outside the model would outlive an execution.
+#[cfg(pitlane_loom)]
+#[inline]
+fn with_thread_walk<R>(f: impl FnOnce(&Cell<Walk>) -> R) -> R {
+    f(&Cell::new(Walk::new(0, 0)))
+}
+
+impl<B: WeakBag + Default> Bagpipe<B> {
+    /// A Bagpipe of twice the available parallelism in pipes, rounded up to a power of two.
+    ///
+    /// ```
+    /// use pitlane_queue::bagpipe::Bagpipe;
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+    /// assert!(bag.pipe_count().is_power_of_two());
+    /// ```
+    pub fn new() -> Self {
+        let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let count = (2 * parallelism).clamp(1, MAX_PIPES);
+        Self::build(count.next_power_of_two())
+    }
+
+    /// A Bagpipe of `pipes` pipes, rounded up to a power of two; an error if `pipes` is 0 or
+    /// more than [`MAX_PIPES`].
+    ///
+    /// ```
+    /// use pitlane_queue::bagpipe::Bagpipe;
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let bag = Bagpipe::<Queue<u8>>::with_pipes(6).unwrap();
+    /// assert_eq!(bag.pipe_count(), 8);
+    /// assert!(Bagpipe::<Queue<u8>>::with_pipes(0).is_err());
+    /// ```
+    pub fn with_pipes(pipes: usize) -> Result<Self, PipeCountError> {
+        if pipes == 0 || pipes > MAX_PIPES {
+            return Err(PipeCountError { requested: pipes });
+        }
+        Ok(Self::build(pipes.next_power_of_two()))
+    }
+
+    fn build(count: usize) -> Self {
+        debug_assert!(count.is_power_of_two());
+        Self {
+            pipes: (0..count).map(|_| CachePadded::new(B::default())).collect(),
+            mask: count - 1,
+            handles: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<B: WeakBag + Default> Default for Bagpipe<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<B: WeakBag> Bagpipe<B> {
+    /// How many pipes there are (a power of two).
+    pub fn pipe_count(&self) -> usize {
+        self.pipes.len()
+    }
+
+    /// A handle with its own walk through the pipes; give each thread its own.
+    ///
+    /// ```
+    /// use pitlane_queue::bagpipe::Bagpipe;
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let bag: Bagpipe<Queue<&str>> = Bagpipe::new();
+    /// let handle = bag.handle();
+    /// handle.push("page");
+    /// assert_eq!(handle.pop(), Some("page"));
+    /// ```
+    pub fn handle(&self) -> Handle<'_, B> {
+        let made = self.handles.fetch_add(1, Ordering::Relaxed);
+        // Consecutive handles start on consecutive pipes, from an offset and with strides
+        // that depend on the Bagpipe's address (not under loom: a model must not depend on
+        // addresses), so the first `pipe_count()` handles each get a pipe of their own.
+        let salt = if cfg!(pitlane_loom) {
+            0
+        } else {
+            splitmix64(self as *const Self as u64)
+        };
+        Handle {
+            bagpipe: self,
+            walk: Cell::new(Walk::new(
+                (salt as usize).wrapping_add(made),
+                salt ^ made as u64,
+            )),
+            session: RefCell::new(self.pipes[0].session()),
+            operations: Cell::new(0),
+        }
+    }
+
+    /// One round: each pipe gets at most one attempt; fails only if all of them lost a race.
+    #[inline]
+    pub fn try_push(&self, item: B::Item) -> Result<(), B::Item> {
+        with_thread_walk(|walk| self.push_walk(walk, item, self.pipes.len(), B::try_push))
+    }
+
+    /// Pushes `item`, walking the pipes until one takes it.
+    ///
+    /// ```
+    /// use pitlane_queue::bagpipe::Bagpipe;
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let bag: Bagpipe<Queue<i32>> = Bagpipe::new();
+    /// bag.push(5);
+    /// assert_eq!(bag.size_guess(), 1);
+    /// ```
+    #[inline]
+    pub fn push(&self, item: B::Item) {
+        with_thread_walk(|walk| {
+            if self.push_walk(walk, item, usize::MAX, B::try_push).is_err() {
+                unreachable!("an unbounded walk only ends in success")
+            }
+        })
+    }
+
+    /// One round: an item from the first pipe that gives one; [`PopError::Empty`] only if
+    /// every pipe reported empty; [`PopError::Transient`] otherwise.
+    ///
+    /// ```
+    /// use pitlane_queue::{PopError, bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<i32>> = Bagpipe::new();
+    /// assert_eq!(bag.try_pop(), Err(PopError::Empty));
+    /// ```
+    #[inline]
+    pub fn try_pop(&self) -> Result<B::Item, PopError> {
+        with_thread_walk(|walk| self.pop_round(walk, B::try_pop))
+    }
+
+    /// Pops an item, walking the pipes; `None` once `pipe_count()` consecutive pipes reported
+    /// empty.
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, mpmc::Queue};
+    ///
+    /// let bag: Bagpipe<Queue<i32>> = Bagpipe::new();
+    /// bag.push(1);
+    /// assert_eq!(bag.pop(), Some(1));
+    /// assert_eq!(bag.pop(), None);
+    /// ```
+    #[inline]
+    pub fn pop(&self) -> Option<B::Item> {
+        with_thread_walk(|walk| self.pop_walk(walk, usize::MAX, B::try_pop).ok())
+    }
+
+    /// About how many items the Bagpipe holds: the sum of the pipes' guesses.
+    pub fn size_guess(&self) -> usize {
+        self.pipes.iter().map(|pipe| pipe.size_guess()).sum()
+    }
+
+    /// Walks from the push position, giving `item` to `attempt` on each pipe, until one takes
+    /// it or `budget` attempts have failed (a budget of 0 counts as 1). A failure moves the
+    /// push position on: the thread leaves a contended pipe.
+    #[inline]
+    fn push_walk(
+        &self,
+        walk: &Cell<Walk>,
+        item: B::Item,
+        budget: usize,
+        attempt: impl Fn(&B, B::Item) -> Result<(), B::Item>,
+    ) -> Result<(), B::Item> {
+        match attempt(&self.pipes[walk.get().push_at & self.mask], item) {
+            Ok(()) => Ok(()),
+            Err(item) => self.push_walk_contended(walk, item, budget, attempt),
+        }
+    }
+
+    #[cold]
+    fn push_walk_contended(
+        &self,
+        walk: &Cell<Walk>,
+        item: B::Item,
+        budget: usize,
+        attempt: impl Fn(&B, B::Item) -> Result<(), B::Item>,
+    ) -> Result<(), B::Item> {
+        let mut current = walk.get();
+        let mut item = item;
+        let mut failures = 1;
+        let outcome = loop {
+            current.push_at = current.push_at.wrapping_add(current.stride);
+            if failures >= budget {
+                break Err(item);
+            }
+            match attempt(&self.pipes[current.push_at & self.mask], item) {
+                Ok(()) => break Ok(()),
+                Err(back) => {
+                    item = back;
+                    failures += 1;
+                }
+            }
+        };
+        walk.set(current);
+        outcome
+    }
+
+    /// One round of pops from the pop position: each pipe at most once.
+    #[inline]
+    fn pop_round(
+        &self,
+        walk: &Cell<Walk>,
+        attempt: impl Fn(&B) -> Result<B::Item, PopError>,
+    ) -> Result<B::Item, PopError> {
+        let mut current = walk.get();
+        let mut empty = 0;
+        for _ in 0..self.pipes.len() {
+            match attempt(&self.pipes[current.pop_at & self.mask]) {
+                Ok(item) => {
+                    walk.set(current);
+                    return Ok(item);
+                }
+                Err(PopError::Empty) => empty += 1,
+                Err(PopError::Transient) => {}
+            }
+            current.pop_at = current.pop_at.wrapping_add(current.stride);
+        }
+        Err(if empty == self.pipes.len() {
+            PopError::Empty
+        } else {
+            PopError::Transient
+        })
+    }
+
+    /// Pops, walking from the pop position until an item comes, `pipe_count()` consecutive
+    /// pipes report empty, or `budget` transient failures have been seen (a budget of 0 counts
+    /// as 1). The pipe that gives an item becomes the next pop position.
+    #[inline]
+    fn pop_walk(
+        &self,
+        walk: &Cell<Walk>,
+        budget: usize,
+        attempt: impl Fn(&B) -> Result<B::Item, PopError>,
+    ) -> Result<B::Item, PopError> {
+        match attempt(&self.pipes[walk.get().pop_at & self.mask]) {
+            Ok(item) => Ok(item),
+            Err(first) => self.pop_walk_contended(walk, first, budget, attempt),
+        }
+    }
+
+    #[cold]
+    fn pop_walk_contended(
+        &self,
+        walk: &Cell<Walk>,
+        first: PopError,
+        budget: usize,
+        attempt: impl Fn(&B) -> Result<B::Item, PopError>,
+    ) -> Result<B::Item, PopError> {
+        let mut current = walk.get();
+        let (mut empty_run, mut transients) = match first {
+            PopError::Empty => (1, 0),
+            PopError::Transient => (0, 1),
+        };
+        loop {
+            if empty_run >= self.pipes.len() {
+                return Err(PopError::Empty);
+            }
+            if transients >= budget.max(1) {
+                return Err(PopError::Transient);
+            }
+            current.pop_at = current.pop_at.wrapping_add(current.stride);
+            match attempt(&self.pipes[current.pop_at & self.mask]) {
+                Ok(item) => {
+                    walk.set(current);
+                    return Ok(item);
+                }
+                Err(PopError::Empty) => empty_run += 1,
+                Err(PopError::Transient) => {
+                    empty_run = 0;
+                    transients += 1;
+                }
+            }
+        }
+    }
+}
+
+impl<B: RevocableBag> Bagpipe<B>
+where
+    B::Item: Revocable,
+{
+    /// Pushes `item` like [`push`](Self::push) and records in its handle where it landed, so
+    /// that [`revoke`](Self::revoke) can take it back.
+    pub fn push_revocable(&self, item: B::Item) {
+        with_thread_walk(|walk| {
+            if self
+                .push_walk(walk, item, usize::MAX, B::try_push_revocable)
+                .is_err()
+            {
+                unreachable!("an unbounded walk only ends in success")
+            }
+        })
+    }
+
+    /// One round of [`try_push_revocable`](RevocableBag::try_push_revocable) over the pipes.
+    pub fn try_push_revocable(&self, item: B::Item) -> Result<(), B::Item> {
+        with_thread_walk(|walk| self.push_walk(walk, item, self.pipes.len(), B::try_push_revocable))
+    }
+
+    /// Removes `item`, wherever it sits, with one CAS on its cell: `true` if this call removed
+    /// it, `false` if it is not in a bag or a concurrent pop or revoke got it first.
+    ///
+    /// # Safety
+    ///
+    /// The item was last pushed with tracking into `self` (or never): see
+    /// [`RevocableBag::revoke`].
+    ///
+    /// ```
+    /// use pitlane_queue::bagpipe::Bagpipe;
+    /// use pitlane_queue::mpmc::Queue;
+    /// use pitlane_queue::revoke::{Revocable, RevokeHandle};
+    ///
+    /// struct Page {
+    ///     handle: RevokeHandle,
+    /// }
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.handle
+    ///     }
+    /// }
+    ///
+    /// let (a, b) = (Page { handle: RevokeHandle::new() }, Page { handle: RevokeHandle::new() });
+    /// let bag: Bagpipe<Queue<&Page>> = Bagpipe::new();
+    /// bag.push_revocable(&a);
+    /// bag.push_revocable(&b);
+    /// // SAFETY: `a` was pushed into `bag`, which outlives the call.
+    /// assert!(unsafe { bag.revoke(&&a) });
+    /// assert!(!unsafe { bag.revoke(&&a) });
+    /// assert!(std::ptr::eq(bag.pop().unwrap(), &b));
+    /// assert!(bag.pop().is_none());
+    /// ```
+    pub unsafe fn revoke(&self, item: &B::Item) -> bool {
+        // SAFETY: forwarded: the bag that holds the item is a pipe of `self`.
+        unsafe { B::revoke(item) }
+    }
+}
+
+/// Operations between two refreshes of a handle's session.
+const REFRESH_EVERY: u32 = 256;
+
+/// One thread's walk through a [`Bagpipe`]: its positions and an odd stride, and the pipes'
+/// [session](WeakBag::session) for the thread (for queue pipes, an epoch pin renewed every
+/// 256 operations, which makes each operation's own pin cheap).
+///
+/// A handle is cheap to make, neither `Send` nor `Sync`: make one per thread, and drop it when
+/// the thread stops using the Bagpipe for a while (a queue's session held by an idle thread
+/// delays the reclamation of retired memory process-wide).
+pub struct Handle<'a, B: WeakBag> {
+    bagpipe: &'a Bagpipe<B>,
+    walk: Cell<Walk>,
+    session: RefCell<B::Session>,
+    operations: Cell<u32>,
+}
+
+impl<B: WeakBag> Handle<'_, B> {
+    /// Counts an operation, refreshing the session every [`REFRESH_EVERY`].
+    #[inline]
+    fn tick(&self) {
+        let done = self.operations.get().wrapping_add(1);
+        self.operations.set(done);
+        if done % REFRESH_EVERY == 0 {
+            self.refresh();
+        }
+    }
+
+    #[cold]
+    fn refresh(&self) {
+        B::refresh(&mut self.session.borrow_mut());
+    }
+
+    /// One round of pushes: fails only if every pipe's attempt lost a race.
+    #[inline]
+    pub fn try_push(&self, item: B::Item) -> Result<(), B::Item> {
+        self.tick();
+        let session = self.session.borrow();
+        let pipes = self.bagpipe.pipes.len();
+        self.bagpipe
+            .push_walk(&self.walk, item, pipes, |pipe, item| {
+                pipe.try_push_in(item, &session)
+            })
+    }
+
+    /// Pushes `item`, walking until a pipe takes it.
+    #[inline]
+    pub fn push(&self, item: B::Item) {
+        self.tick();
+        let session = self.session.borrow();
+        if self
+            .bagpipe
+            .push_walk(&self.walk, item, usize::MAX, |pipe, item| {
+                pipe.try_push_in(item, &session)
+            })
+            .is_err()
+        {
+            unreachable!("an unbounded walk only ends in success")
+        }
+    }
+
+    /// The bail-out push: walks until a pipe takes `item` or `give_up_after` attempts have lost
+    /// races (0 counts as 1), and then hands the item back so the caller can use a fallback.
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, mpmc::Queue};
+    ///
+    /// let bag: Bagpipe<Queue<u32>> = Bagpipe::new();
+    /// let handle = bag.handle();
+    /// assert_eq!(handle.push_bounded(3, 4), Ok(()));
+    /// ```
+    #[inline]
+    pub fn push_bounded(&self, item: B::Item, give_up_after: usize) -> Result<(), B::Item> {
+        self.tick();
+        let session = self.session.borrow();
+        self.bagpipe
+            .push_walk(&self.walk, item, give_up_after, |pipe, item| {
+                pipe.try_push_in(item, &session)
+            })
+    }
+
+    /// One round of pops: an item, or [`PopError::Empty`] if every pipe reported empty, or
+    /// [`PopError::Transient`].
+    #[inline]
+    pub fn try_pop(&self) -> Result<B::Item, PopError> {
+        self.tick();
+        let session = self.session.borrow();
+        self.bagpipe
+            .pop_round(&self.walk, |pipe| pipe.try_pop_in(&session))
+    }
+
+    /// Pops, walking until an item comes; `None` after `pipe_count()` consecutive empty pipes.
+    #[inline]
+    pub fn pop(&self) -> Option<B::Item> {
+        self.tick();
+        let session = self.session.borrow();
+        self.bagpipe
+            .pop_walk(&self.walk, usize::MAX, |pipe| pipe.try_pop_in(&session))
+            .ok()
+    }
+
+    /// The bail-out pop: walks until an item comes, `pipe_count()` consecutive pipes report
+    /// empty ([`PopError::Empty`]), or `give_up_after` attempts have lost races
+    /// ([`PopError::Transient`]; 0 counts as 1).
+    ///
+    /// ```
+    /// use pitlane_queue::{PopError, bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+    /// let handle = bag.handle();
+    /// assert_eq!(handle.pop_bounded(4), Err(PopError::Empty));
+    /// handle.push(9);
+    /// assert_eq!(handle.pop_bounded(4), Ok(9));
+    /// ```
+    #[inline]
+    pub fn pop_bounded(&self, give_up_after: usize) -> Result<B::Item, PopError> {
+        self.tick();
+        let session = self.session.borrow();
+        self.bagpipe
+            .pop_walk(&self.walk, give_up_after, |pipe| pipe.try_pop_in(&session))
+    }
+
+    /// The Bagpipe this handle walks.
+    pub fn bagpipe(&self) -> &Bagpipe<B> {
+        self.bagpipe
+    }
+}
+
+impl<B: RevocableBag> Handle<'_, B>
+where
+    B::Item: Revocable,
+{
+    /// Pushes `item` with tracking, walking until a pipe takes it.
+    pub fn push_revocable(&self, item: B::Item) {
+        self.tick();
+        if self
+            .bagpipe
+            .push_walk(&self.walk, item, usize::MAX, B::try_push_revocable)
+            .is_err()
+        {
+            unreachable!("an unbounded walk only ends in success")
+        }
+    }
+}
+
+impl<B: WeakBag> fmt::Debug for Handle<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let walk = self.walk.get();
+        let mask = self.bagpipe.mask;
+        f.debug_struct("Handle")
+            .field("push_at", &(walk.push_at & mask))
+            .field("pop_at", &(walk.pop_at & mask))
+            .field("stride", &(walk.stride & mask))
+            .finish()
+    }
+}
+
+impl<B: WeakBag> fmt::Debug for Bagpipe<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bagpipe")
+            .field("pipes", &self.pipes.len())
+            .field("size_guess", &self.size_guess())
+            .finish()
+    }
+}
+
+impl<B: WeakBag> WeakBag for Bagpipe<B> {
+    type Item = B::Item;
+
+    fn try_push(&self, item: B::Item) -> Result<(), B::Item> {
+        Bagpipe::try_push(self, item)
+    }
+
+    fn try_pop(&self) -> Result<B::Item, PopError> {
+        Bagpipe::try_pop(self)
+    }
+
+    fn push(&self, item: B::Item) {
+        Bagpipe::push(self, item)
+    }
+
+    fn pop(&self) -> Option<B::Item> {
+        Bagpipe::pop(self)
+    }
+
+    fn size_guess(&self) -> usize {
+        Bagpipe::size_guess(self)
+    }
+
+    type Session = B::Session;
+
+    fn session(&self) -> B::Session {
+        self.pipes[0].session()
+    }
+
+    fn refresh(session: &mut B::Session) {
+        B::refresh(session)
+    }
+}
+
+impl<B: RevocableBag> RevocableBag for Bagpipe<B>
+where
+    B::Item: Revocable,
+{
+    fn try_push_revocable(&self, item: B::Item) -> Result<(), B::Item> {
+        Bagpipe::try_push_revocable(self, item)
+    }
+
+    fn push_revocable(&self, item: B::Item) {
+        Bagpipe::push_revocable(self, item)
+    }
+
+    unsafe fn revoke(item: &B::Item) -> bool {
+        // SAFETY: forwarded from the caller.
+        unsafe { B::revoke(item) }
+    }
+}
+
+#[cfg(all(test, not(pitlane_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_visits_every_pipe_once_per_round() {
+        for pipes in [1_usize, 2, 8, 64] {
+            for seed in 0..50 {
+                let walk = Walk::new(seed as usize * 7, seed);
+                let mut seen = vec![false; pipes];
+                let mut at = walk.pop_at;
+                for _ in 0..pipes {
+                    let pipe = at & (pipes - 1);
+                    assert!(!seen[pipe], "pipe {pipe} of {pipes} visited twice");
+                    seen[pipe] = true;
+                    at = at.wrapping_add(walk.stride);
+                }
+                assert!(seen.iter().all(|&s| s));
+            }
+        }
+    }
+}

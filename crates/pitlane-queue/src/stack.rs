@@ -1,0 +1,521 @@
+//! An unbounded lock-free LIFO stack: Treiber's stack over a pool of type-stable nodes, made
+//! ABA-safe by generation-tagged indices.
+//!
+//! After R. Kent Treiber, "Systems Programming: Coping with Parallelism", IBM Research Report
+//! RJ 5118 (1986), with the counted ("tagged") top-of-stack word of the IBM System/370
+//! `CDS` idiom instead of a bare pointer; it is one of the weak bags the Bagpipes seed
+//! (`shared/seeds/bagpipes-scalable-concurrent-bags.txt`) puts under a
+//! [`Bagpipe`](crate::bagpipe::Bagpipe).
+//!
+//! ```
+//! use pitlane_queue::stack::Stack;
+//!
+//! let stack = Stack::new();
+//! std::thread::scope(|s| {
+//!     s.spawn(|| (0..100).for_each(|i| stack.push(i)));
+//! });
+//! assert_eq!(stack.pop(), Some(99));
+//! assert_eq!(stack.size_guess(), 99);
+//! ```
+//!
+//! # The protocol
+//!
+//! Nodes live in chunks that are allocated as the stack grows and freed only when it is
+//! dropped; a node is named by a 32-bit index. The top of the stack and the list of free nodes
+//! are each a [`TaggedIndex`]: an index and a generation that every successful exchange
+//! advances.
+//!
+//! - **Push**: take a node from the free list (or a never-used one), write the value and its
+//!   state, link it above the current top and CAS the top from that snapshot to the node.
+//! - **Pop**: read the top and the index below it, CAS the top from that snapshot to the index
+//!   below. The winner owns the node: it moves the value out, and returns the node to the free
+//!   list.
+//!
+//! **ABA.** A pop that read top `A` with `B` below, stalled while others popped `A` and `B` and
+//! pushed `A` again, would swing the top to the stale `B`. Here the snapshot it compares
+//! against carries `A`'s generation at the time it read it, and the top's generation has moved
+//! on, so its CAS fails. Nodes are never freed while the stack lives, so a stale read of a
+//! node's `next` reads a valid (if meaningless) index and never touches freed memory; the
+//! generation check then discards it. A 32-bit generation repeats after 2^32 exchanges on the
+//! same word; a thread would have to stall across exactly a multiple of that many.
+//!
+//! # When the try operations fail
+//!
+//! [`Stack::try_pop`] returns [`PopError::Transient`] exactly when its CAS on the top fails
+//! (another push or pop changed the top since it was read), and [`PopError::Empty`] when it
+//! reads an empty top. [`Stack::try_push`] returns `Err(item)` exactly when its CAS on the top
+//! fails; the node it had prepared goes back to the free list. [`Stack::push`] does not give
+//! the node back between attempts, so prefer it to a loop over `try_push`.
+//!
+//! # Linearization points
+//!
+//! A push takes effect at its successful CAS on the top; a pop that returns an item at its
+//! successful CAS on the top (taking the node it had read); a pop that returns
+//! [`PopError::Empty`] at its load of the top that found no node. Popping a node whose item was
+//! revoked is skipped inside the same pop, which then starts over.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::ptr;
+
+use crossbeam_utils::CachePadded;
+use pitlane_sync::shim::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use pitlane_sync::{Tagged, TaggedIndex};
+
+use crate::revoke::{self, Revocable, RevocableBag};
+use crate::slot::{self, FULL, REVOKED, Slot, TAKEN};
+use crate::weak_bag::{PopError, WeakBag, retry_pause};
+
+/// Nodes in the first chunk; chunk `k` holds `FIRST_CHUNK << k`.
+const FIRST_CHUNK: usize = if cfg!(pitlane_loom) { 2 } else { 64 };
+/// Enough chunks to hold every index below [`Tagged::NIL`].
+const CHUNKS: usize = 33 - FIRST_CHUNK.trailing_zeros() as usize;
+/// The most nodes a stack can have: every `u32` but [`Tagged::NIL`].
+const MAX_NODES: usize = Tagged::NIL as usize;
+
+/// An unbounded lock-free LIFO stack of `T`.
+///
+/// See the [module documentation](self) for the algorithm and its guarantees.
+pub struct Stack<T> {
+    /// The top node and its generation; [`Tagged::NIL`] when the stack is empty.
+    top: CachePadded<TaggedIndex>,
+    /// The first free node (linked through `Node::next`) and its generation.
+    free: CachePadded<TaggedIndex>,
+    /// How many node indices have ever been handed out; the next never-used index.
+    fresh: CachePadded<AtomicUsize>,
+    /// Chunk `k` holds nodes `FIRST_CHUNK * (2^k - 1) ..` and is installed once, by CAS from
+    /// null, by whoever first needs a node in it.
+    chunks: [AtomicPtr<Node<T>>; CHUNKS],
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: the stack moves `T` values between threads (so `T: Send`) and never hands out
+// references to them; shared state is atomics and slots owned through the slot protocol.
+unsafe impl<T: Send> Send for Stack<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Stack<T> {}
+
+/// One element of the stack or of the free list.
+struct Node<T> {
+    /// The node below this one on the stack, or the next free node; [`Tagged::NIL`] for none.
+    next: AtomicU32,
+    /// How many nodes the stack held, this one included, when it was pushed.
+    depth: AtomicU32,
+    /// The value and its state.
+    slot: Slot<T>,
+}
+
+impl<T> Node<T> {
+    fn new() -> Self {
+        Self {
+            next: AtomicU32::new(Tagged::NIL),
+            depth: AtomicU32::new(0),
+            slot: Slot::new(),
+        }
+    }
+}
+
+/// The chunk holding node `index`, and the node's offset in it.
+#[inline]
+fn locate(index: u32) -> (usize, usize) {
+    let block = index as usize / FIRST_CHUNK + 1;
+    let chunk = (usize::BITS - 1 - block.leading_zeros()) as usize;
+    (chunk, index as usize - FIRST_CHUNK * ((1 << chunk) - 1))
+}
+
+impl<T> Stack<T> {
+    /// An empty stack. It allocates nothing until the first push.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack: Stack<u64> = Stack::new();
+    /// assert_eq!(stack.pop(), None);
+    /// ```
+    pub fn new() -> Self {
+        Self {
+            top: CachePadded::new(TaggedIndex::new(Tagged::NIL)),
+            free: CachePadded::new(TaggedIndex::new(Tagged::NIL)),
+            fresh: CachePadded::new(AtomicUsize::new(0)),
+            chunks: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            _owns: PhantomData,
+        }
+    }
+
+    /// One attempt to push `item`: `Err(item)` if the top changed between reading it and the
+    /// CAS (another push or pop won the race).
+    ///
+    /// # Panics
+    /// If the stack would need more than 2^32 − 1 nodes at once.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// assert!(stack.try_push(1).is_ok());
+    /// ```
+    #[inline]
+    pub fn try_push(&self, item: T) -> Result<(), T> {
+        self.try_push_tagged(item, FULL)
+    }
+
+    /// Pushes `item`, retrying lost races with the same node.
+    ///
+    /// # Panics
+    /// If the stack would need more than 2^32 − 1 nodes at once.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// stack.push(1);
+    /// stack.push(2);
+    /// assert_eq!(stack.pop(), Some(2));
+    /// ```
+    #[inline]
+    pub fn push(&self, item: T) {
+        self.push_tagged(item, FULL)
+    }
+
+    /// One attempt to pop the top item: `Err(PopError::Empty)` if the stack is empty,
+    /// `Err(PopError::Transient)` if the top changed before the CAS.
+    ///
+    /// ```
+    /// use pitlane_queue::{PopError, stack::Stack};
+    ///
+    /// let stack = Stack::new();
+    /// assert_eq!(stack.try_pop(), Err(PopError::Empty));
+    /// stack.push('x');
+    /// assert_eq!(stack.try_pop(), Ok('x'));
+    /// ```
+    #[inline]
+    pub fn try_pop(&self) -> Result<T, PopError> {
+        loop {
+            let top = self.top.load(Ordering::Acquire);
+            if top.is_nil() {
+                return Err(PopError::Empty);
+            }
+            let node = self.node(top.index());
+            // A stale read if the node was popped meanwhile; the CAS then fails.
+            let below = node.next.load(Ordering::Relaxed);
+            if self
+                .top
+                .compare_exchange(top, below, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                return Err(PopError::Transient);
+            }
+            // The node is ours now.
+            let state = node.slot.state.load(Ordering::Acquire);
+            let item = if state == FULL {
+                node.slot.state.store(TAKEN, Ordering::Relaxed);
+                // SAFETY: we unlinked the node, so we alone own its plain value (nobody else
+                // moves a `FULL` state), and the Acquire loads made the pusher's write visible.
+                Some(unsafe { node.slot.read() })
+            } else {
+                Self::take_tracked(&node.slot)
+            };
+            self.recycle(top.index());
+            if let Some(item) = item {
+                return Ok(item);
+            }
+            // The item was revoked: skip the node.
+        }
+    }
+
+    /// Pops the top item, retrying lost races; `None` if the stack is empty.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack: Stack<&str> = Stack::new();
+    /// stack.push("only");
+    /// assert_eq!(stack.pop(), Some("only"));
+    /// assert_eq!(stack.pop(), None);
+    /// ```
+    #[inline]
+    pub fn pop(&self) -> Option<T> {
+        WeakBag::pop(self)
+    }
+
+    /// How many items the stack holds: exact when no operation is in flight.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// (0..5).for_each(|i| stack.push(i));
+    /// assert_eq!(stack.size_guess(), 5);
+    /// ```
+    pub fn size_guess(&self) -> usize {
+        let top = self.top.load(Ordering::Acquire);
+        if top.is_nil() {
+            return 0;
+        }
+        self.node(top.index()).depth.load(Ordering::Relaxed) as usize
+    }
+
+    /// The node at `index`.
+    #[inline]
+    fn node(&self, index: u32) -> &Node<T> {
+        let (chunk, offset) = locate(index);
+        let base = self.chunks[chunk].load(Ordering::Acquire);
+        debug_assert!(!base.is_null(), "node {index} was never allocated");
+        // SAFETY: an index is only used after `allocate` returned it, which installed its chunk
+        // (a release CAS this acquire load sees, directly or through the top or free word that
+        // published the index); chunk `k` holds `FIRST_CHUNK << k` nodes, and `offset` is
+        // below that by `locate`; chunks live until the stack is dropped.
+        unsafe { &*base.add(offset) }
+    }
+
+    /// A node for a push: from the free list, or never used before.
+    #[inline]
+    fn allocate(&self) -> u32 {
+        loop {
+            let free = self.free.load(Ordering::Acquire);
+            if free.is_nil() {
+                return self.allocate_fresh();
+            }
+            let next = self.node(free.index()).next.load(Ordering::Relaxed);
+            if self
+                .free
+                .compare_exchange_weak(free, next, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return free.index();
+            }
+        }
+    }
+
+    /// The free list is empty: hand out a never-used index, installing its chunk if needed.
+    #[cold]
+    fn allocate_fresh(&self) -> u32 {
+        let index = self.fresh.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            index < MAX_NODES,
+            "pitlane_queue::stack::Stack holds at most 2^32 - 1 nodes"
+        );
+        let index = index as u32;
+        let (chunk, _) = locate(index);
+        if self.chunks[chunk].load(Ordering::Acquire).is_null() {
+            let nodes: Box<[Node<T>]> = (0..FIRST_CHUNK << chunk).map(|_| Node::new()).collect();
+            let base = Box::into_raw(nodes) as *mut Node<T>;
+            if self.chunks[chunk]
+                .compare_exchange(ptr::null_mut(), base, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                // Another thread installed the chunk first.
+                // SAFETY: `base` came from the boxed slice of that length just above and was
+                // never shared.
+                drop(unsafe {
+                    Box::from_raw(ptr::slice_from_raw_parts_mut(base, FIRST_CHUNK << chunk))
+                });
+            }
+        }
+        index
+    }
+
+    /// Returns the node at `index`, whose value has been moved out, to the free list.
+    #[inline]
+    fn recycle(&self, index: u32) {
+        let node = self.node(index);
+        let mut free = self.free.load(Ordering::Relaxed);
+        loop {
+            node.next.store(free.index(), Ordering::Relaxed);
+            match self
+                .free
+                .compare_exchange_weak(free, index, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => free = now,
+            }
+        }
+    }
+
+    /// A node for `item`, published with state `tag` (`FULL`, or its handle's address), not
+    /// yet linked.
+    #[inline]
+    fn prepare(&self, item: T, tag: usize) -> (u32, &Node<T>) {
+        let index = self.allocate();
+        let node = self.node(index);
+        // SAFETY: the node came off the free list (or was never used): nobody else owns it, and
+        // its value was moved out before it was recycled.
+        unsafe { node.slot.write(item) };
+        if tag != FULL {
+            // SAFETY: `tag` is the handle of the item just written, alive while it is.
+            unsafe { slot::handle_of(tag) }.set(&node.slot as *const Slot<T> as usize);
+        }
+        node.slot.state.store(tag, Ordering::Relaxed);
+        (index, node)
+    }
+
+    /// Points `node` at the snapshot `top`; the caller then CASes `top` to the node.
+    #[inline]
+    fn link_above(&self, node: &Node<T>, top: Tagged) {
+        node.next.store(top.index(), Ordering::Relaxed);
+        let below = if top.is_nil() {
+            0
+        } else {
+            self.node(top.index()).depth.load(Ordering::Relaxed)
+        };
+        node.depth.store(below.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    fn try_push_tagged(&self, item: T, tag: usize) -> Result<(), T> {
+        let (index, node) = self.prepare(item, tag);
+        let top = self.top.load(Ordering::Relaxed);
+        self.link_above(node, top);
+        match self
+            .top
+            .compare_exchange(top, index, Ordering::Release, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(()),
+            Err(_) => self.unprepare(index, node, tag),
+        }
+    }
+
+    /// The push's CAS failed: take the item back and recycle the node. If a revoker marked the
+    /// (already findable) item meanwhile, the push counts as done and revoked at once.
+    #[cold]
+    fn unprepare(&self, index: u32, node: &Node<T>, tag: usize) -> Result<(), T> {
+        let at = &node.slot as *const Slot<T> as usize;
+        let outcome = if node
+            .slot
+            .state
+            .compare_exchange(tag, TAKEN, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: the node was never linked and its state was ours to take back.
+            let item = unsafe { node.slot.read() };
+            if tag != FULL {
+                // SAFETY: `item` is alive, so is its handle.
+                unsafe { slot::handle_of(tag) }.clear_if(at);
+            }
+            Err(item)
+        } else {
+            debug_assert_eq!(node.slot.state.load(Ordering::Relaxed), REVOKED);
+            node.slot.state.store(TAKEN, Ordering::Relaxed);
+            // SAFETY: the revoker left the value in place; the node was never linked, so we
+            // alone own it. The handle is not touched (the revoker clears it).
+            drop(unsafe { node.slot.read() });
+            Ok(())
+        };
+        self.recycle(index);
+        outcome
+    }
+
+    fn push_tagged(&self, item: T, tag: usize) {
+        let (index, node) = self.prepare(item, tag);
+        let mut top = self.top.load(Ordering::Relaxed);
+        loop {
+            self.link_above(node, top);
+            match self
+                .top
+                .compare_exchange_weak(top, index, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => {
+                    top = now;
+                    retry_pause();
+                }
+            }
+        }
+    }
+
+    /// A node we unlinked holds a tracked or revoked value: settle it with one swap. `None`
+    /// for a revoked value (dropped here).
+    #[cold]
+    fn take_tracked(slot: &Slot<T>) -> Option<T> {
+        let state = slot.state.swap(TAKEN, Ordering::Acquire);
+        // SAFETY: tracked or revoked, the slot holds a value, and the swap made it ours.
+        let item = unsafe { slot.read() };
+        if state == REVOKED {
+            drop(item);
+            return None;
+        }
+        debug_assert!(slot::is_tracked(state), "state {state}");
+        // SAFETY: we own `item`, whose handle `state` names.
+        unsafe { revoke::release_handle(state, slot as *const Slot<T> as usize) };
+        Some(item)
+    }
+}
+
+impl<T> Drop for Stack<T> {
+    fn drop(&mut self) {
+        for (chunk, base) in self.chunks.iter().enumerate() {
+            let base = base.load(Ordering::Relaxed);
+            if base.is_null() {
+                continue;
+            }
+            // SAFETY: installed chunks are boxed slices of `FIRST_CHUNK << chunk` nodes owned by
+            // the stack; `&mut self` excludes every other access.
+            let mut nodes =
+                unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(base, FIRST_CHUNK << chunk)) };
+            for node in nodes.iter_mut() {
+                node.slot.drop_in_place();
+            }
+        }
+    }
+}
+
+impl<T> Default for Stack<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> fmt::Debug for Stack<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stack")
+            .field("size_guess", &self.size_guess())
+            .finish()
+    }
+}
+
+impl<T> WeakBag for Stack<T> {
+    type Item = T;
+
+    #[inline]
+    fn try_push(&self, item: T) -> Result<(), T> {
+        Stack::try_push(self, item)
+    }
+
+    #[inline]
+    fn try_pop(&self) -> Result<T, PopError> {
+        Stack::try_pop(self)
+    }
+
+    #[inline]
+    fn push(&self, item: T) {
+        Stack::push(self, item)
+    }
+
+    fn size_guess(&self) -> usize {
+        Stack::size_guess(self)
+    }
+
+    /// The stack needs no session: it never frees a node while it lives.
+    type Session = ();
+
+    fn session(&self) {}
+
+    fn refresh(_: &mut ()) {}
+}
+
+impl<T: Revocable> RevocableBag for Stack<T> {
+    fn try_push_revocable(&self, item: T) -> Result<(), T> {
+        let tag = item.revoke_handle().tag();
+        self.try_push_tagged(item, tag)
+    }
+
+    fn push_revocable(&self, item: T) {
+        let tag = item.revoke_handle().tag();
+        self.push_tagged(item, tag)
+    }
+
+    unsafe fn revoke(item: &T) -> bool {
+        // SAFETY: node memory lives until the stack is dropped, which the caller promises has
+        // not happened (for the stack the handle may name).
+        unsafe { revoke::revoke_slot(item) }
+    }
+}

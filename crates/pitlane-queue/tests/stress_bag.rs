@@ -1,0 +1,380 @@
+//! Stress tests for the weak bags: per-value counters catch a lost or duplicated value, and for
+//! the FIFO queue, per-producer sequence numbers catch a reordered one.
+//!
+//! Each structure gets a short run that `cargo test` always does, and a `#[ignore]`d run of
+//! 10^7 operations (half pushes, half pops) for release builds:
+//!
+//! ```text
+//! cargo test --release -p pitlane-queue --test stress_bag -- --include-ignored
+//! ```
+//!
+//! Only our own atomics synchronize the threads here (no `std::sync::Mutex`), and the threads
+//! are started with `pitlane_sync::stress::run_threads` (`pthread_create`/`pthread_join`, which
+//! ThreadSanitizer sees), so that ThreadSanitizer runs judge the structures and nothing else.
+#![cfg(not(pitlane_loom))]
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::thread;
+
+use pitlane_queue::WeakBag;
+use pitlane_queue::bagpipe::Bagpipe;
+use pitlane_queue::mpmc::Queue;
+use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
+use pitlane_queue::stack::Stack;
+use pitlane_sync::stress::run_threads;
+
+/// Threads per run; more than the two cores of the test machines, on purpose.
+const THREADS: usize = 4;
+/// Operations (pushes plus pops) of the full, ignored runs.
+const FULL_OPS: usize = 10_000_000;
+
+/// Operations of the runs `cargo test` always does.
+fn short_ops() -> usize {
+    if cfg!(debug_assertions) {
+        200_000
+    } else {
+        1_000_000
+    }
+}
+
+/// Makes the one-time setup of crossbeam-epoch's global collector (which the queue pins)
+/// happen before any thread of any test touches it, through atomics that ThreadSanitizer sees.
+///
+/// The collector is set up behind a `std::sync::Once`, and the CI's ThreadSanitizer run uses a
+/// standard library built without the sanitizer, so the `Once` itself is invisible to it: a
+/// thread that merely finds the collector ready would be reported as racing with the thread
+/// that set it up. Each test calls this first; the first caller pins (setting the collector
+/// up), every other caller waits for its `Release` store.
+fn epoch_ready() {
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    const READY: u8 = 2;
+    match STATE.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
+        Ok(_) => {
+            let queue = Queue::<u8, 1>::with_segment_size();
+            queue.push(0);
+            assert_eq!(queue.pop(), Some(0));
+            STATE.store(READY, Ordering::Release);
+        }
+        Err(_) => {
+            while STATE.load(Ordering::Acquire) != READY {
+                thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Bits of a value that hold the producer's sequence number.
+const SEQ_BITS: u32 = 40;
+
+/// One counter per value that may be pushed; a second arrival is a duplicate.
+struct Ledger {
+    per_producer: usize,
+    seen: Vec<AtomicU8>,
+}
+
+impl Ledger {
+    fn new(producers: usize, per_producer: usize) -> Self {
+        Self {
+            per_producer,
+            seen: (0..producers * per_producer)
+                .map(|_| AtomicU8::new(0))
+                .collect(),
+        }
+    }
+
+    fn value(producer: usize, seq: usize) -> u64 {
+        ((producer as u64) << SEQ_BITS) | seq as u64
+    }
+
+    fn record(&self, value: u64) {
+        let producer = (value >> SEQ_BITS) as usize;
+        let seq = (value & ((1 << SEQ_BITS) - 1)) as usize;
+        assert!(seq < self.per_producer, "value {value:#x} was never pushed");
+        let before = self.seen[producer * self.per_producer + seq].fetch_add(1, Ordering::Relaxed);
+        assert_eq!(before, 0, "value {value:#x} popped twice");
+    }
+
+    fn assert_complete(&self) {
+        for (index, count) in self.seen.iter().enumerate() {
+            let count = count.load(Ordering::Relaxed);
+            assert_eq!(count, 1, "value #{index} popped {count} times");
+        }
+    }
+}
+
+/// Half the threads push `ops / 2` distinct values, half pop until all have arrived (mixing
+/// `try_pop` and `pop`). With `fifo`, each consumer checks that every producer's values reach
+/// it in the order they were pushed.
+fn producers_consumers<B>(bag: &B, ops: usize, fifo: bool)
+where
+    B: WeakBag<Item = u64> + Sync,
+{
+    let producers = THREADS / 2;
+    let per_producer = ops / 2 / producers;
+    let ledger = Ledger::new(producers, per_producer);
+    let popped = AtomicUsize::new(0);
+    let total = producers * per_producer;
+    run_threads(THREADS, |t| {
+        if t < producers {
+            produce(bag, t, per_producer);
+        } else {
+            consume(bag, &ledger, &popped, total, producers, t, fifo);
+        }
+    });
+    assert_eq!(bag.pop(), None, "values left over");
+    ledger.assert_complete();
+}
+
+fn produce<B: WeakBag<Item = u64>>(bag: &B, producer: usize, per_producer: usize) {
+    for seq in 0..per_producer {
+        let value = Ledger::value(producer, seq);
+        if seq % 2 == 0 {
+            bag.push(value);
+        } else {
+            let mut value = value;
+            while let Err(back) = bag.try_push(value) {
+                value = back;
+            }
+        }
+    }
+}
+
+fn consume<B: WeakBag<Item = u64>>(
+    bag: &B,
+    ledger: &Ledger,
+    popped: &AtomicUsize,
+    total: usize,
+    producers: usize,
+    consumer: usize,
+    fifo: bool,
+) {
+    let mut last = vec![None::<u64>; producers];
+    let mut turn = consumer;
+    while popped.load(Ordering::Relaxed) < total {
+        turn += 1;
+        // Either kind of failure (empty, or a lost race) means: look again later.
+        let got = if turn % 2 == 0 {
+            bag.pop()
+        } else {
+            bag.try_pop().ok()
+        };
+        let Some(value) = got else {
+            thread::yield_now();
+            continue;
+        };
+        ledger.record(value);
+        if fifo {
+            let producer = (value >> SEQ_BITS) as usize;
+            let seq = value & ((1 << SEQ_BITS) - 1);
+            if let Some(before) = last[producer] {
+                assert!(
+                    seq > before,
+                    "producer {producer}: {seq} arrived after {before}"
+                );
+            }
+            last[producer] = Some(seq);
+        }
+        popped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Every thread pushes a distinct value, then pops one, `ops / 2 / THREADS` times; then the
+/// leftovers are drained.
+fn pairs<B>(bag: &B, ops: usize)
+where
+    B: WeakBag<Item = u64> + Sync,
+{
+    let per_thread = ops / 2 / THREADS;
+    let ledger = Ledger::new(THREADS, per_thread);
+    run_threads(THREADS, |thread_id| {
+        for seq in 0..per_thread {
+            bag.push(Ledger::value(thread_id, seq));
+            if let Some(value) = bag.pop() {
+                ledger.record(value);
+            }
+        }
+    });
+    assert_eq!(bag.size_guess(), ledger.seen.len() - count_seen(&ledger));
+    while let Some(value) = bag.pop() {
+        ledger.record(value);
+    }
+    ledger.assert_complete();
+}
+
+fn count_seen(ledger: &Ledger) -> usize {
+    ledger
+        .seen
+        .iter()
+        .filter(|c| c.load(Ordering::Relaxed) > 0)
+        .count()
+}
+
+/// A page that can sit in a bag and be revoked from it.
+struct Page {
+    handle: RevokeHandle,
+    number: usize,
+}
+
+// SAFETY: the handle lives in the page; a `&Page` only points to it.
+unsafe impl Revocable for &Page {
+    fn revoke_handle(&self) -> &RevokeHandle {
+        &self.handle
+    }
+}
+
+/// Pages go in with tracking; one thread revokes pages at random while the others pop. Each
+/// page must end up either popped once or revoked once — never both, never neither.
+fn revoke_against_pop<'p, B>(bag: &B, pages: &'p [Page])
+where
+    B: RevocableBag<Item = &'p Page> + Sync,
+{
+    let outcome: Vec<AtomicU8> = (0..pages.len()).map(|_| AtomicU8::new(0)).collect();
+    const POPPED: u8 = 1;
+    const REVOKED: u8 = 2;
+    for page in pages {
+        bag.push_revocable(page);
+    }
+    let poppers_done = AtomicUsize::new(0);
+    run_threads(THREADS, |t| {
+        if t == 0 {
+            // The revoker: a cheap deterministic xorshift walk over the pages, until the
+            // poppers are done.
+            let mut x = 0x9e37_79b9_u64;
+            while poppers_done.load(Ordering::Relaxed) < THREADS - 1 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let page = &pages[x as usize % pages.len()];
+                // SAFETY: every page was last pushed into `bag`, which outlives the threads.
+                if unsafe { B::revoke(&page) } {
+                    let before = outcome[page.number].swap(REVOKED, Ordering::Relaxed);
+                    assert_eq!(before, 0, "page {} revoked after {before}", page.number);
+                }
+            }
+            return;
+        }
+        let mut idle = 0;
+        while idle < 1000 {
+            match bag.pop() {
+                Some(page) => {
+                    idle = 0;
+                    // The pop took the item out of the bag, and said so.
+                    assert!(!page.handle.is_in_bag());
+                    let before = outcome[page.number].swap(POPPED, Ordering::Relaxed);
+                    assert_eq!(before, 0, "page {} popped after {before}", page.number);
+                }
+                None => {
+                    idle += 1;
+                    thread::yield_now();
+                }
+            }
+        }
+        poppers_done.fetch_add(1, Ordering::Relaxed);
+    });
+    for (number, state) in outcome.iter().enumerate() {
+        let state = state.load(Ordering::Relaxed);
+        assert!(
+            state == POPPED || state == REVOKED,
+            "page {number} neither popped nor revoked"
+        );
+        assert!(!pages[number].handle.is_in_bag());
+    }
+}
+
+#[test]
+fn mpmc_producers_consumers_keep_every_value_in_order() {
+    epoch_ready();
+    producers_consumers(&Queue::<u64, 64>::with_segment_size(), short_ops(), true);
+}
+
+#[test]
+fn mpmc_pairs_keep_every_value() {
+    epoch_ready();
+    pairs(&Queue::<u64, 64>::with_segment_size(), short_ops());
+}
+
+#[test]
+fn stack_producers_consumers_keep_every_value() {
+    epoch_ready();
+    producers_consumers(&Stack::new(), short_ops(), false);
+}
+
+#[test]
+fn stack_pairs_keep_every_value() {
+    epoch_ready();
+    pairs(&Stack::new(), short_ops());
+}
+
+#[test]
+fn bagpipe_of_queues_keeps_every_value() {
+    epoch_ready();
+    let bag = Bagpipe::<Queue<u64, 64>>::with_pipes(4).unwrap();
+    producers_consumers(&bag, short_ops(), false);
+    pairs(&bag, short_ops());
+}
+
+#[test]
+fn bagpipe_of_stacks_keeps_every_value() {
+    epoch_ready();
+    let bag = Bagpipe::<Stack<u64>>::with_pipes(4).unwrap();
+    producers_consumers(&bag, short_ops(), false);
+    pairs(&bag, short_ops());
+}
+
+fn pages() -> Vec<Page> {
+    (0..short_ops() / 20)
+        .map(|number| Page {
+            handle: RevokeHandle::new(),
+            number,
+        })
+        .collect()
+}
+
+#[test]
+fn mpmc_revoke_against_pop_has_one_winner() {
+    epoch_ready();
+    let pages = pages();
+    revoke_against_pop(&Queue::<&Page, 16>::with_segment_size(), &pages);
+}
+
+#[test]
+fn stack_revoke_against_pop_has_one_winner() {
+    epoch_ready();
+    let pages = pages();
+    revoke_against_pop(&Stack::new(), &pages);
+}
+
+#[test]
+fn bagpipe_revoke_against_pop_has_one_winner() {
+    epoch_ready();
+    let pages = pages();
+    let bag = Bagpipe::<Queue<&Page, 16>>::with_pipes(4).unwrap();
+    revoke_against_pop(&bag, &pages);
+    let pages = self::pages();
+    let bag = Bagpipe::<Stack<&Page>>::with_pipes(4).unwrap();
+    revoke_against_pop(&bag, &pages);
+}
+
+#[test]
+#[ignore = "10^7 operations per structure; run with --release --include-ignored"]
+fn full_mpmc() {
+    epoch_ready();
+    producers_consumers(&Queue::<u64>::new(), FULL_OPS, true);
+    pairs(&Queue::<u64>::new(), FULL_OPS);
+}
+
+#[test]
+#[ignore = "10^7 operations per structure; run with --release --include-ignored"]
+fn full_stack() {
+    epoch_ready();
+    producers_consumers(&Stack::new(), FULL_OPS, false);
+    pairs(&Stack::new(), FULL_OPS);
+}
+
+#[test]
+#[ignore = "10^7 operations per structure; run with --release --include-ignored"]
+fn full_bagpipe() {
+    epoch_ready();
+    producers_consumers(&Bagpipe::<Queue<u64>>::new(), FULL_OPS, false);
+    pairs(&Bagpipe::<Stack<u64>>::new(), FULL_OPS);
+}
