@@ -1,5 +1,6 @@
 //! Lock-free lanes for values between threads.
 //!
+//! - [`spsc`]: the B-Queue single-producer single-consumer queue (Wang et al., 2013).
 //! - [`weak_bag`]: the [`WeakBag`] trait — push and pop attempts that may fail transiently —
 //!   spoken by the three structures below (after the Bagpipes seed).
 //! - [`mpmc`]: an unbounded fetch-and-add segment queue, FIFO and linearizable (Ramalhete and
@@ -10,6 +11,8 @@
 //! - [`revoke`]: taking a known item back out of any of those bags with one CAS on its cell.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+
+pub mod spsc;
 
 pub mod bagpipe;
 pub mod mpmc;
