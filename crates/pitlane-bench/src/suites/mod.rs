@@ -2,6 +2,7 @@
 
 use crate::harness::{Bench, BenchError};
 
+pub mod bag;
 pub mod locks;
 
 /// A workload a suite runs, for `pitlane bench --list`.
@@ -27,5 +28,5 @@ pub trait Suite {
 
 /// Every suite, in report order.
 pub fn all() -> Vec<Box<dyn Suite>> {
-    vec![Box::new(locks::Locks)]
+    vec![Box::new(locks::Locks), Box::new(bag::Bag)]
 }

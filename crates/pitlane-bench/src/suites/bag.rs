@@ -1,0 +1,828 @@
+//! Suite `bag`: the Bagpipes benchmark (the bagpipe crate's `bench_bag`), fitted to two cores.
+//!
+//! Subjects: pitlane's [`Bagpipe`] over its fetch-and-add queue and over its Treiber stack,
+//! the bare [`mpmc::Queue`] and [`Stack`], and what a Rust user would pick instead:
+//! `crossbeam_queue::SegQueue` and `ArrayQueue`, `concurrent_queue::ConcurrentQueue` (bounded
+//! and unbounded), and a `VecDeque` behind `std::sync::Mutex` or `parking_lot::Mutex`; a
+//! `parking_lot::Mutex<Vec>` stands beside the stack. Every item is a `u64`; the bounded
+//! subjects get a capacity of [`CAPACITY`], which no run fills.
+//!
+//! Workloads (those of the seed's benchmark), each run for a fixed time:
+//! - `pairs`: every thread pushes an item, then pops one, over and over, from an empty
+//!   structure;
+//! - `pairs_prefilled`: the same after [`PREFILL`] items were pushed;
+//! - `producer_consumer`: half the threads push, half pop (so at 2 and 4 threads only); the
+//!   producers stop at the deadline and the consumers then drain what is left, which the
+//!   time includes.
+//!
+//! The metric is million successful operations (pushes plus pops) per second. A pop that finds
+//! nothing is not counted: in `pairs` it is retried (a thread always pushed before it pops,
+//! so some item is in the structure), in `producer_consumer` the consumer waits.
+//!
+//! Correctness inside every run: items are distinct (producing thread and sequence number),
+//! and each thread sums what it pushed and what it popped, both plainly and through a mixing
+//! function; after the run the rest is drained, and the counts and both sums of everything
+//! popped must equal those of everything pushed, so an item lost or duplicated aborts the
+//! benchmark. The FIFO subjects are also checked for order: every consumer must see each
+//! producer's items in the order they were pushed.
+
+use std::collections::VecDeque;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use pitlane_queue::bagpipe::{self, Bagpipe};
+use pitlane_queue::mpmc;
+use pitlane_queue::stack::Stack;
+
+use super::{Suite, Workload};
+use crate::harness::{Bench, BenchError, Better, Case, Metric, RunResult, Subject, params};
+
+/// The suite.
+pub struct Bag;
+
+const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "pairs",
+        about: "every thread pushes then pops, from empty; Mops/s at 1/2/4 threads",
+    },
+    Workload {
+        name: "pairs_prefilled",
+        about: "every thread pushes then pops, after 1024 items; Mops/s at 1/2/4 threads",
+    },
+    Workload {
+        name: "producer_consumer",
+        about: "half the threads push, half pop, then drain; Mops/s at 2/4 threads",
+    },
+];
+
+/// Items pushed before `pairs_prefilled` starts.
+pub const PREFILL: usize = 1024;
+/// Capacity of the bounded subjects: more than any run holds at once in `pairs`.
+pub const CAPACITY: usize = 1 << 16;
+/// Operations between two looks at the stop flag.
+const ROUND: usize = 64;
+/// Bits of an item that hold its sequence number; the producing thread is above them.
+const SEQ_BITS: u32 = 40;
+/// Failed attempts a waiting thread spins through before it yields its core once.
+const SPINS_BEFORE_YIELD: u32 = 64;
+
+impl Suite for Bag {
+    fn name(&self) -> &'static str {
+        "bag"
+    }
+
+    fn about(&self) -> &'static str {
+        "Bagpipe, fetch-and-add queue and Treiber stack beside SegQueue, ArrayQueue, concurrent-queue and mutexes"
+    }
+
+    fn workloads(&self) -> &'static [Workload] {
+        WORKLOADS
+    }
+
+    fn run(&self, bench: &mut Bench) -> Result<(), BenchError> {
+        let threads = bench.config().threads(&[1, 2, 4]);
+        let run_for = bench.config().duration(250);
+        bench.note(format!(
+            "Each run lasts {} ms per subject; threads beyond the machine's {} cores \
+             oversubscribe it. Mops/s counts successful pushes plus pops. Bagpipes have {} \
+             pipes (twice the available parallelism, rounded up to a power of two). Each \
+             thread works through its own handle for the Bagpipes and `pitlane::mpmc::Queue` \
+             (`Queue::handle`: the thread stays pinned to the epoch, renewed every 256 \
+             operations, instead of pinning per operation). Bounded subjects have capacity \
+             {CAPACITY}. \
+             producer_consumer needs a producer and a consumer, so it runs at 2 and 4 threads \
+             only.",
+            run_for.as_millis(),
+            crate::env::cores(),
+            Bagpipe::<mpmc::Queue<u64>>::new().pipe_count(),
+        ));
+        let metric = || vec![Metric::new("mops_per_s", "Mops/s", Better::Higher)];
+        for (workload, prefill) in [("pairs", 0), ("pairs_prefilled", PREFILL)] {
+            for &t in &threads {
+                let mut case = Case::new(
+                    workload,
+                    params! {"threads" => t, "items" => prefill},
+                    metric(),
+                );
+                for entry in subjects() {
+                    let run = move || (entry.pairs)(t, prefill, run_for);
+                    case.push(entry.subject(run));
+                }
+                bench.measure(case)?;
+            }
+        }
+        for &t in threads.iter().filter(|&&t| t >= 2) {
+            let mut case = Case::new("producer_consumer", params! {"threads" => t}, metric());
+            for entry in subjects() {
+                let run = move || (entry.producer_consumer)(t, run_for);
+                case.push(entry.subject(run));
+            }
+            bench.measure(case)?;
+        }
+        Ok(())
+    }
+}
+
+/// One subject: its name and its two workloads, monomorphised (no dynamic dispatch inside the
+/// timed loops).
+#[derive(Clone, Copy)]
+struct Entry {
+    name: &'static str,
+    peer: bool,
+    pairs: fn(usize, usize, Duration) -> RunResult,
+    producer_consumer: fn(usize, Duration) -> RunResult,
+}
+
+impl Entry {
+    fn of<S: BagSubject>() -> Self {
+        Entry {
+            name: S::NAME,
+            peer: S::PEER,
+            pairs: run_pairs::<S>,
+            producer_consumer: run_producer_consumer::<S>,
+        }
+    }
+
+    fn subject<'a>(&self, run: impl FnMut() -> RunResult + 'a) -> Subject<'a> {
+        if self.peer {
+            Subject::peer(self.name, run)
+        } else {
+            Subject::ours(self.name, run)
+        }
+    }
+}
+
+fn subjects() -> Vec<Entry> {
+    vec![
+        Entry::of::<Bagpipe<mpmc::Queue<u64>>>(),
+        Entry::of::<Bagpipe<Stack<u64>>>(),
+        Entry::of::<mpmc::Queue<u64>>(),
+        Entry::of::<Stack<u64>>(),
+        Entry::of::<crossbeam_queue::SegQueue<u64>>(),
+        Entry::of::<crossbeam_queue::ArrayQueue<u64>>(),
+        Entry::of::<BoundedConcurrentQueue>(),
+        Entry::of::<UnboundedConcurrentQueue>(),
+        Entry::of::<std::sync::Mutex<VecDeque<u64>>>(),
+        Entry::of::<parking_lot::Mutex<VecDeque<u64>>>(),
+        Entry::of::<parking_lot::Mutex<Vec<u64>>>(),
+    ]
+}
+
+/// A structure under test, as the workloads use it.
+trait BagSubject: Send + Sync + Sized + 'static {
+    /// The path a user would type.
+    const NAME: &'static str;
+    /// Whether it is a peer (not pitlane's).
+    const PEER: bool;
+    /// Whether it promises FIFO order (then checked per producer).
+    const FIFO: bool;
+    /// An empty structure.
+    fn make() -> Self;
+    /// What one thread works through (a Bagpipe handle, or the structure itself).
+    fn worker(&self) -> impl Worker + '_;
+}
+
+/// One thread's access to a structure.
+trait Worker {
+    /// One attempt to push; `Err` hands the item back (a full bounded structure, or a lost
+    /// race).
+    fn try_push(&self, item: u64) -> Result<(), u64>;
+    /// One attempt to pop.
+    fn try_pop(&self) -> Option<u64>;
+}
+
+impl<W: Worker> Worker for &W {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        (**self).try_push(item)
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        (**self).try_pop()
+    }
+}
+
+impl<B: pitlane_queue::WeakBag<Item = u64>> Worker for bagpipe::Handle<'_, B> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.push(item);
+        Ok(())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.pop()
+    }
+}
+
+impl BagSubject for Bagpipe<mpmc::Queue<u64>> {
+    const NAME: &'static str = "pitlane::bagpipe::Bagpipe<mpmc::Queue>";
+    const PEER: bool = false;
+    const FIFO: bool = false;
+    fn make() -> Self {
+        Bagpipe::new()
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self.handle()
+    }
+}
+
+impl BagSubject for Bagpipe<Stack<u64>> {
+    const NAME: &'static str = "pitlane::bagpipe::Bagpipe<stack::Stack>";
+    const PEER: bool = false;
+    const FIFO: bool = false;
+    fn make() -> Self {
+        Bagpipe::new()
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self.handle()
+    }
+}
+
+impl Worker for mpmc::Handle<'_, u64> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.push(item);
+        Ok(())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.pop()
+    }
+}
+
+impl BagSubject for mpmc::Queue<u64> {
+    const NAME: &'static str = "pitlane::mpmc::Queue";
+    const PEER: bool = false;
+    const FIFO: bool = true;
+    fn make() -> Self {
+        mpmc::Queue::new()
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self.handle()
+    }
+}
+
+impl Worker for Stack<u64> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.push(item);
+        Ok(())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.pop()
+    }
+}
+
+impl BagSubject for Stack<u64> {
+    const NAME: &'static str = "pitlane::stack::Stack";
+    const PEER: bool = false;
+    const FIFO: bool = false;
+    fn make() -> Self {
+        Stack::new()
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self
+    }
+}
+
+impl Worker for crossbeam_queue::SegQueue<u64> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.push(item);
+        Ok(())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.pop()
+    }
+}
+
+impl BagSubject for crossbeam_queue::SegQueue<u64> {
+    const NAME: &'static str = "crossbeam_queue::SegQueue";
+    const PEER: bool = true;
+    const FIFO: bool = true;
+    fn make() -> Self {
+        crossbeam_queue::SegQueue::new()
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self
+    }
+}
+
+impl Worker for crossbeam_queue::ArrayQueue<u64> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.push(item)
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.pop()
+    }
+}
+
+impl BagSubject for crossbeam_queue::ArrayQueue<u64> {
+    const NAME: &'static str = "crossbeam_queue::ArrayQueue";
+    const PEER: bool = true;
+    const FIFO: bool = true;
+    fn make() -> Self {
+        crossbeam_queue::ArrayQueue::new(CAPACITY)
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self
+    }
+}
+
+/// `concurrent_queue::ConcurrentQueue::bounded(CAPACITY)`.
+struct BoundedConcurrentQueue(concurrent_queue::ConcurrentQueue<u64>);
+/// `concurrent_queue::ConcurrentQueue::unbounded()`.
+struct UnboundedConcurrentQueue(concurrent_queue::ConcurrentQueue<u64>);
+
+impl Worker for concurrent_queue::ConcurrentQueue<u64> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.push(item).map_err(|e| e.into_inner())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.pop().ok()
+    }
+}
+
+impl BagSubject for BoundedConcurrentQueue {
+    const NAME: &'static str = "concurrent_queue::ConcurrentQueue::bounded";
+    const PEER: bool = true;
+    const FIFO: bool = true;
+    fn make() -> Self {
+        Self(concurrent_queue::ConcurrentQueue::bounded(CAPACITY))
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        &self.0
+    }
+}
+
+impl BagSubject for UnboundedConcurrentQueue {
+    const NAME: &'static str = "concurrent_queue::ConcurrentQueue::unbounded";
+    const PEER: bool = true;
+    const FIFO: bool = true;
+    fn make() -> Self {
+        Self(concurrent_queue::ConcurrentQueue::unbounded())
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        &self.0
+    }
+}
+
+impl Worker for std::sync::Mutex<VecDeque<u64>> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(item);
+        Ok(())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+    }
+}
+
+impl BagSubject for std::sync::Mutex<VecDeque<u64>> {
+    const NAME: &'static str = "std::sync::Mutex<VecDeque>";
+    const PEER: bool = true;
+    const FIFO: bool = true;
+    fn make() -> Self {
+        std::sync::Mutex::new(VecDeque::new())
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self
+    }
+}
+
+impl Worker for parking_lot::Mutex<VecDeque<u64>> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.lock().push_back(item);
+        Ok(())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.lock().pop_front()
+    }
+}
+
+impl BagSubject for parking_lot::Mutex<VecDeque<u64>> {
+    const NAME: &'static str = "parking_lot::Mutex<VecDeque>";
+    const PEER: bool = true;
+    const FIFO: bool = true;
+    fn make() -> Self {
+        parking_lot::Mutex::new(VecDeque::new())
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self
+    }
+}
+
+impl Worker for parking_lot::Mutex<Vec<u64>> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.lock().push(item);
+        Ok(())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.lock().pop()
+    }
+}
+
+impl BagSubject for parking_lot::Mutex<Vec<u64>> {
+    const NAME: &'static str = "parking_lot::Mutex<Vec>";
+    const PEER: bool = true;
+    const FIFO: bool = false;
+    fn make() -> Self {
+        parking_lot::Mutex::new(Vec::new())
+    }
+    fn worker(&self) -> impl Worker + '_ {
+        self
+    }
+}
+
+/// What one thread pushed and popped: counts, plain sums and sums of a mixing function, so
+/// that a lost item and a duplicated one cannot cancel out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Tally {
+    count: u64,
+    sum: u64,
+    mixed: u64,
+}
+
+impl Tally {
+    #[inline]
+    fn add(&mut self, item: u64) {
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(item);
+        self.mixed = self.mixed.wrapping_add(mix(item));
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.count += other.count;
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.mixed = self.mixed.wrapping_add(other.mixed);
+    }
+}
+
+/// SplitMix64's finalizer.
+#[inline]
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn item(producer: usize, seq: u64) -> u64 {
+    ((producer as u64) << SEQ_BITS) | seq
+}
+
+/// Per-producer order, checked by a consumer of a FIFO subject.
+struct OrderCheck {
+    enabled: bool,
+    last: Vec<Option<u64>>,
+}
+
+impl OrderCheck {
+    fn new(enabled: bool, producers: usize) -> Self {
+        Self {
+            enabled,
+            last: vec![None; producers],
+        }
+    }
+
+    #[inline]
+    fn see(&mut self, item: u64) -> Result<(), String> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let producer = (item >> SEQ_BITS) as usize;
+        let seq = item & ((1 << SEQ_BITS) - 1);
+        let last = self
+            .last
+            .get_mut(producer)
+            .ok_or_else(|| format!("item {item:#x} names producer {producer}, which never ran"))?;
+        if let Some(before) = *last
+            && seq <= before
+        {
+            return Err(format!(
+                "FIFO broken: producer {producer}'s item {seq} arrived after its item {before}"
+            ));
+        }
+        *last = Some(seq);
+        Ok(())
+    }
+}
+
+/// Pushes, retrying a full or contended structure (spinning, then yielding now and then).
+#[inline]
+fn push_until_done(worker: &impl Worker, item: u64) {
+    let mut item = item;
+    let mut spins = 0;
+    while let Err(back) = worker.try_push(item) {
+        item = back;
+        spins += 1;
+        if spins % SPINS_BEFORE_YIELD == 0 {
+            thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// What a worker thread reports.
+struct Outcome {
+    pushed: Tally,
+    popped: Tally,
+    started: Instant,
+    ended: Instant,
+}
+
+/// Empties `bag` after a run and checks that everything pushed came out exactly once.
+fn drain_and_check<S: BagSubject>(
+    bag: &S,
+    prefilled: Tally,
+    outcomes: &[Outcome],
+) -> Result<u64, String> {
+    let mut pushed = prefilled;
+    let mut popped = Tally::default();
+    for outcome in outcomes {
+        pushed.merge(outcome.pushed);
+        popped.merge(outcome.popped);
+    }
+    let worker = bag.worker();
+    while let Some(item) = worker.try_pop() {
+        popped.add(item);
+        if popped.count > pushed.count {
+            return Err(format!(
+                "{} items popped but only {} pushed",
+                popped.count, pushed.count
+            ));
+        }
+    }
+    if popped != pushed {
+        return Err(format!(
+            "pushed {pushed:?} but popped {popped:?}: an item was lost or duplicated"
+        ));
+    }
+    let operations: u64 = outcomes
+        .iter()
+        .map(|o| o.pushed.count + o.popped.count)
+        .sum();
+    Ok(operations)
+}
+
+/// Mops/s from the operations done between the first thread's start and the last one's end.
+fn rate(operations: u64, outcomes: &[Outcome]) -> RunResult {
+    let started = outcomes.iter().map(|o| o.started).min();
+    let ended = outcomes.iter().map(|o| o.ended).max();
+    match (started, ended) {
+        (Some(s), Some(e)) if e > s => Ok(vec![operations as f64 / (e - s).as_secs_f64() / 1e6]),
+        _ => Err("no worker ran".into()),
+    }
+}
+
+/// `threads` threads each push an item then pop one until `run_for` has passed.
+fn run_pairs<S: BagSubject>(threads: usize, prefill: usize, run_for: Duration) -> RunResult {
+    let bag = S::make();
+    let mut prefilled = Tally::default();
+    {
+        // The prefill comes from a producer number no worker uses.
+        let worker = bag.worker();
+        for seq in 0..prefill as u64 {
+            let item = item(threads, seq);
+            push_until_done(&worker, item);
+            prefilled.add(item);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    let start = Barrier::new(threads + 1);
+    let outcomes = thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (bag, stop, start) = (&bag, &stop, &start);
+                s.spawn(move || pairs_worker(bag, t, threads + 1, stop, start))
+            })
+            .collect();
+        start.wait();
+        thread::sleep(run_for);
+        stop.store(true, Ordering::Relaxed);
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err("worker panicked".into())))
+            .collect::<Result<Vec<_>, String>>()
+    })?;
+    let operations = drain_and_check(&bag, prefilled, &outcomes)?;
+    rate(operations, &outcomes)
+}
+
+fn pairs_worker<S: BagSubject>(
+    bag: &S,
+    id: usize,
+    producers: usize,
+    stop: &AtomicBool,
+    start: &Barrier,
+) -> Result<Outcome, String> {
+    let worker = bag.worker();
+    let mut order = OrderCheck::new(S::FIFO, producers);
+    let (mut pushed, mut popped) = (Tally::default(), Tally::default());
+    let mut seq = 0;
+    start.wait();
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..ROUND {
+            let item = item(id, seq);
+            seq += 1;
+            push_until_done(&worker, item);
+            pushed.add(item);
+            // This thread's own push is not popped yet, so the structure is not empty: a
+            // miss is a lost race (or a Bagpipe's walk passing an item by), and is retried.
+            let mut misses = 0_u32;
+            let got = loop {
+                if let Some(got) = worker.try_pop() {
+                    break got;
+                }
+                misses += 1;
+                if misses % SPINS_BEFORE_YIELD == 0 {
+                    thread::yield_now();
+                }
+            };
+            order.see(got)?;
+            popped.add(got);
+        }
+    }
+    Ok(Outcome {
+        pushed,
+        popped,
+        started,
+        ended: Instant::now(),
+    })
+}
+
+/// Half the threads push until `run_for` has passed; the other half pop until the producers
+/// are done and the structure is empty.
+fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Duration) -> RunResult {
+    let producers = (threads / 2).max(1);
+    let consumers = (threads - producers).max(1);
+    let bag = S::make();
+    let stop = AtomicBool::new(false);
+    let producing = AtomicUsize::new(producers);
+    let start = Barrier::new(producers + consumers + 1);
+    let outcomes = thread::scope(|s| {
+        let mut workers = Vec::new();
+        for p in 0..producers {
+            let (bag, stop, start, producing) = (&bag, &stop, &start, &producing);
+            workers.push(s.spawn(move || {
+                let worker = bag.worker();
+                let mut pushed = Tally::default();
+                let mut seq = 0;
+                start.wait();
+                let started = Instant::now();
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..ROUND {
+                        let item = item(p, seq);
+                        seq += 1;
+                        push_until_done(&worker, item);
+                        pushed.add(item);
+                    }
+                }
+                producing.fetch_sub(1, Ordering::Release);
+                Ok(Outcome {
+                    pushed,
+                    popped: Tally::default(),
+                    started,
+                    ended: Instant::now(),
+                })
+            }));
+        }
+        for _ in 0..consumers {
+            let (bag, start, producing) = (&bag, &start, &producing);
+            workers.push(s.spawn(move || {
+                let worker = bag.worker();
+                let mut order = OrderCheck::new(S::FIFO, producers);
+                let mut popped = Tally::default();
+                let mut misses = 0_u32;
+                start.wait();
+                let started = Instant::now();
+                loop {
+                    if let Some(got) = worker.try_pop() {
+                        order.see(got)?;
+                        popped.add(got);
+                        continue;
+                    }
+                    // Empty: done once every producer has stopped and nothing is left.
+                    if producing.load(Ordering::Acquire) == 0 {
+                        match worker.try_pop() {
+                            Some(got) => {
+                                order.see(got)?;
+                                popped.add(got);
+                                continue;
+                            }
+                            None => break,
+                        }
+                    }
+                    misses += 1;
+                    if misses % SPINS_BEFORE_YIELD == 0 {
+                        thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                Ok(Outcome {
+                    pushed: Tally::default(),
+                    popped,
+                    started,
+                    ended: Instant::now(),
+                })
+            }));
+        }
+        start.wait();
+        thread::sleep(run_for);
+        stop.store(true, Ordering::Relaxed);
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err("worker panicked".into())))
+            .collect::<Result<Vec<_>, String>>()
+    })?;
+    let operations = drain_and_check(&bag, Tally::default(), &outcomes)?;
+    rate(operations, &outcomes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_subject_passes_its_checks_in_every_workload() {
+        let run_for = Duration::from_millis(10);
+        for entry in subjects() {
+            for threads in [1, 2, 3] {
+                let rate = (entry.pairs)(threads, 16, run_for)
+                    .unwrap_or_else(|e| panic!("{} pairs: {e}", entry.name))[0];
+                assert!(rate > 0.0, "{}", entry.name);
+            }
+            let rate = (entry.producer_consumer)(2, run_for)
+                .unwrap_or_else(|e| panic!("{} producer_consumer: {e}", entry.name))[0];
+            assert!(rate > 0.0, "{}", entry.name);
+        }
+    }
+
+    #[test]
+    fn a_lost_item_is_detected() {
+        let bag = crossbeam_queue::SegQueue::new();
+        let mut pushed = Tally::default();
+        for i in 0..10 {
+            bag.push(i);
+            pushed.add(i);
+        }
+        let _lost = bag.pop();
+        let outcome = Outcome {
+            pushed,
+            popped: Tally::default(),
+            started: Instant::now(),
+            ended: Instant::now(),
+        };
+        let err = drain_and_check(&bag, Tally::default(), &[outcome]).unwrap_err();
+        assert!(err.contains("lost or duplicated"), "{err}");
+    }
+
+    #[test]
+    fn a_duplicated_item_is_detected() {
+        let bag = crossbeam_queue::SegQueue::new();
+        let mut pushed = Tally::default();
+        for i in 0..10 {
+            bag.push(i);
+            pushed.add(i);
+        }
+        bag.push(3);
+        let outcome = Outcome {
+            pushed,
+            popped: Tally::default(),
+            started: Instant::now(),
+            ended: Instant::now(),
+        };
+        let err = drain_and_check(&bag, Tally::default(), &[outcome]).unwrap_err();
+        assert!(err.contains("popped but only"), "{err}");
+    }
+
+    #[test]
+    fn reordering_is_detected_for_fifo_subjects() {
+        let mut order = OrderCheck::new(true, 2);
+        order.see(item(1, 5)).unwrap();
+        order.see(item(0, 9)).unwrap();
+        let err = order.see(item(1, 4)).unwrap_err();
+        assert!(err.contains("FIFO broken"), "{err}");
+        let mut unordered = OrderCheck::new(false, 2);
+        unordered.see(item(1, 5)).unwrap();
+        unordered.see(item(1, 4)).unwrap();
+    }
+}
