@@ -4,6 +4,7 @@ use crate::harness::{Bench, BenchError};
 
 pub mod bag;
 pub mod locks;
+pub mod spsc;
 
 /// A workload a suite runs, for `pitlane bench --list`.
 #[derive(Clone, Copy, Debug)]
@@ -28,5 +29,9 @@ pub trait Suite {
 
 /// Every suite, in report order.
 pub fn all() -> Vec<Box<dyn Suite>> {
-    vec![Box::new(locks::Locks), Box::new(bag::Bag)]
+    vec![
+        Box::new(locks::Locks),
+        Box::new(spsc::Spsc),
+        Box::new(bag::Bag),
+    ]
 }
