@@ -13,11 +13,11 @@
 //! the same order. It stops after a budget of steps (one step per event visited) and answers
 //! [`Verdict::Unknown`] rather than run for ever on a history too large to decide.
 
-use std::collections::HashSet;
 use std::fmt;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 use foldhash::fast::FixedState;
+use hashbrown::hash_table::{Entry, HashTable};
 
 use crate::history::{History, OpId};
 use crate::spec::SequentialSpec;
@@ -142,15 +142,16 @@ impl Checker {
         spec: &S,
         history: &History<S::Op, S::Ret>,
     ) -> (Verdict, SearchStats) {
+        let implied = spec.implied_order(history);
         let canonical = spec.canonical(history);
         let history = canonical.as_ref().unwrap_or(history);
         let n = history.len();
         if n <= 64 {
-            Search::<S, u64>::new(spec, history, *self).run()
+            Search::<S, u64>::new(spec, history, &implied, *self).run()
         } else if n <= 128 {
-            Search::<S, u128>::new(spec, history, *self).run()
+            Search::<S, u128>::new(spec, history, &implied, *self).run()
         } else if n < (u32::MAX / 2) as usize {
-            Search::<S, WideBits>::new(spec, history, *self).run()
+            Search::<S, WideBits>::new(spec, history, &implied, *self).run()
         } else {
             // Event numbers are `u32`; no search of two billion operations would end anyway.
             (Verdict::Unknown { steps: 0 }, SearchStats::default())
@@ -194,6 +195,8 @@ trait Bits: Clone + Eq + Hash {
     fn empty(operations: usize) -> Self;
     fn set(&mut self, op: usize);
     fn clear(&mut self, op: usize);
+    /// Whether every member of `other` is a member of `self`.
+    fn contains_all(&self, other: &Self) -> bool;
 }
 
 impl Bits for u64 {
@@ -206,6 +209,9 @@ impl Bits for u64 {
     fn clear(&mut self, op: usize) {
         *self &= !(1 << op);
     }
+    fn contains_all(&self, other: &Self) -> bool {
+        other & !self == 0
+    }
 }
 
 impl Bits for u128 {
@@ -217,6 +223,9 @@ impl Bits for u128 {
     }
     fn clear(&mut self, op: usize) {
         *self &= !(1 << op);
+    }
+    fn contains_all(&self, other: &Self) -> bool {
+        other & !self == 0
     }
 }
 
@@ -234,6 +243,9 @@ impl Bits for WideBits {
     fn clear(&mut self, op: usize) {
         self.0[op / 64] &= !(1 << (op % 64));
     }
+    fn contains_all(&self, other: &Self) -> bool {
+        self.0.iter().zip(other.0.iter()).all(|(a, b)| b & !a == 0)
+    }
 }
 
 /// Marks the end of the event list.
@@ -245,6 +257,10 @@ const NIL: u32 = u32::MAX;
 /// linked list in time order, with a head sentinel numbered `2 * n`. Linearizing an
 /// operation unlinks both of its events; undoing it links them back (in reverse order, so
 /// the list is restored exactly, as in Knuth's dancing links).
+///
+/// States live in an arena and are named by their index there: the memo cache, the stack of
+/// choices and the current state all hold indices, so a state is never cloned; each
+/// successful step makes one new state.
 struct Search<'a, S: SequentialSpec, B> {
     spec: &'a S,
     history: &'a History<S::Op, S::Ret>,
@@ -252,32 +268,50 @@ struct Search<'a, S: SequentialSpec, B> {
     next: Vec<u32>,
     prev: Vec<u32>,
     head: u32,
-    bits: std::marker::PhantomData<B>,
+    /// `rank[op]`: the position of the operation's return among all returns, in time order.
+    rank: Vec<u32>,
+    /// `after[op]`: the operations that must take effect before it, beyond real-time order
+    /// ([`SequentialSpec::implied_order`]).
+    after: Vec<B>,
 }
 
 impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
-    fn new(spec: &'a S, history: &'a History<S::Op, S::Ret>, checker: Checker) -> Self {
+    fn new(
+        spec: &'a S,
+        history: &'a History<S::Op, S::Ret>,
+        implied: &[(OpId, OpId)],
+        checker: Checker,
+    ) -> Self {
         let ops = history.operations();
+        let mut after = vec![B::empty(ops.len()); ops.len()];
+        for &(first, then) in implied {
+            if first < ops.len() && then < ops.len() {
+                after[then].set(first);
+            }
+        }
         let events = 2 * ops.len();
         let mut order: Vec<u32> = (0..events as u32).collect();
         // Time order; at equal stamps a call comes before a return, so that touching
         // operations count as overlapping.
         order.sort_unstable_by_key(|&e| {
             let op = &ops[e as usize / 2];
-            if e % 2 == 0 {
-                (op.call, 0)
-            } else {
-                (op.ret, 1)
-            }
+            let stamp = if e % 2 == 0 { op.call } else { op.ret };
+            (u128::from(stamp) << 1) | u128::from(e % 2)
         });
         let head = events as u32;
         let mut next = vec![NIL; events + 1];
         let mut prev = vec![NIL; events + 1];
+        let mut rank = vec![0; ops.len()];
         let mut last = head;
+        let mut returns = 0;
         for &e in &order {
             next[last as usize] = e;
             prev[e as usize] = last;
             last = e;
+            if e % 2 == 1 {
+                rank[e as usize / 2] = returns;
+                returns += 1;
+            }
         }
         Search {
             spec,
@@ -286,7 +320,8 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             next,
             prev,
             head,
-            bits: std::marker::PhantomData,
+            rank,
+            after,
         }
     }
 
@@ -326,24 +361,22 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             into.push(event / 2);
             event = self.next[event as usize];
         }
-        let ops = self.history.operations();
-        into.sort_unstable_by_key(|&op| (ops[op as usize].ret, ops[op as usize].call, op));
+        into.sort_unstable_by_key(|&op| self.rank[op as usize]);
         event / 2
     }
 
     fn run(mut self) -> (Verdict, SearchStats) {
         let ops = self.history.operations();
-        let mut cache: HashSet<(B, S::State), FixedState> = HashSet::with_capacity_and_hasher(
-            if self.checker.memoize {
-                2 * ops.len()
-            } else {
-                0
-            },
-            FixedState::default(),
-        );
+        let memoize = self.checker.memoize;
+        let hasher = FixedState::default();
+        // Every state reached (with the memo) or the states on the current path (without).
+        let mut states: Vec<S::State> = vec![self.spec.init()];
+        // The memo cache: configurations seen, as (linearized set, index of the state).
+        let mut seen: HashTable<(B, u32)> =
+            HashTable::with_capacity(if memoize { 2 * ops.len() } else { 0 });
         // The operations linearized, in order, each with the state before it.
-        let mut taken: Vec<(u32, S::State)> = Vec::with_capacity(ops.len());
-        let mut state = self.spec.init();
+        let mut taken: Vec<(u32, u32)> = Vec::with_capacity(ops.len());
+        let mut state: u32 = 0;
         let mut linearized = B::empty(ops.len());
         let mut longest: Option<Counterexample> = None;
         let mut stats = SearchStats::default();
@@ -366,24 +399,39 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 stats.steps += 1;
                 if stats.steps > self.checker.budget {
                     stats.steps -= 1;
-                    stats.configurations = cache.len() as u64;
+                    stats.configurations = seen.len() as u64;
                     return (Verdict::Unknown { steps: stats.steps }, stats);
                 }
+                if !linearized.contains_all(&self.after[candidate as usize]) {
+                    continue;
+                }
                 let op = &ops[candidate as usize];
-                let Some(after) = self.spec.step(&state, &op.op, &op.result) else {
+                let Some(after) = self.spec.step(&states[state as usize], &op.op, &op.result)
+                else {
                     continue;
                 };
                 let mut with_op = linearized.clone();
                 with_op.set(candidate as usize);
-                if self.checker.memoize && !cache.insert((with_op.clone(), after.clone())) {
-                    continue;
+                if memoize {
+                    let hash = hasher.hash_one((&with_op, &after));
+                    let entry = seen.entry(
+                        hash,
+                        |(bits, s)| *bits == with_op && states[*s as usize] == after,
+                        |(bits, s)| hasher.hash_one((bits, &states[*s as usize])),
+                    );
+                    let Entry::Vacant(vacant) = entry else {
+                        continue;
+                    };
+                    vacant.insert((with_op.clone(), states.len() as u32));
                 }
-                chosen = Some((candidate, after, with_op));
+                states.push(after);
+                chosen = Some((candidate, with_op));
                 break;
             }
-            if let Some((candidate, after, with_op)) = chosen {
+            if let Some((candidate, with_op)) = chosen {
                 stats.linearized += 1;
-                taken.push((candidate, std::mem::replace(&mut state, after)));
+                taken.push((candidate, state));
+                state = states.len() as u32 - 1;
                 linearized = with_op;
                 self.lift(candidate);
                 continue;
@@ -399,17 +447,21 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 });
             }
             let Some((undone, before)) = taken.pop() else {
-                stats.configurations = cache.len() as u64;
+                stats.configurations = seen.len() as u64;
                 let counterexample = longest.expect("a dead end was recorded just above");
                 return (Verdict::NotLinearizable(counterexample), stats);
             };
             stats.backtracks += 1;
+            if !memoize {
+                // Without the cache nothing refers to the abandoned state any more.
+                states.truncate(state as usize);
+            }
             state = before;
             linearized.clear(undone as usize);
             self.unlift(undone);
             resume_after = Some(undone);
         }
-        stats.configurations = cache.len() as u64;
+        stats.configurations = seen.len() as u64;
         let order = taken.into_iter().map(|(id, _)| id as OpId).collect();
         (Verdict::Linearizable(order), stats)
     }

@@ -14,7 +14,9 @@
 //!    semaphore, a register and a counter.
 //! 3. **Check** ([`check`], [`Checker`]): Wing & Gong's search with Lowe's memoization,
 //!    deterministic and bounded by a step budget: [`Verdict::Linearizable`] with an order,
-//!    [`Verdict::NotLinearizable`] with what went wrong, or [`Verdict::Unknown`].
+//!    [`Verdict::NotLinearizable`] with what went wrong, or [`Verdict::Unknown`]. Beside it,
+//!    [`queue_patterns`] looks for the known bad patterns of FIFO queues with distinct
+//!    values, without any search.
 //! 4. **Run** ([`Runner`], [`Subject`]): many rounds of a few threads running a few random
 //!    operations against a fresh structure; the first failure is shrunk and drawn as a
 //!    timeline with the seed that replays its scripts.
@@ -88,6 +90,7 @@
 
 mod checker;
 mod history;
+pub mod queue_patterns;
 mod recorder;
 mod rng;
 mod runner;
