@@ -3,6 +3,7 @@
 use crate::harness::{Bench, BenchError};
 
 pub mod bag;
+pub mod lincheck;
 pub mod locks;
 pub mod spsc;
 
@@ -33,5 +34,6 @@ pub fn all() -> Vec<Box<dyn Suite>> {
         Box::new(locks::Locks),
         Box::new(spsc::Spsc),
         Box::new(bag::Bag),
+        Box::new(lincheck::Lincheck),
     ]
 }
