@@ -1,17 +1,27 @@
 //! The linearizability checker: Wing & Gong's search with Lowe's memoization.
 //!
 //! Wing & Gong (1993) search for a linearization by walking the history's events in time
-//! order: at a call, try to let that operation take effect now (the specification must allow
-//! its observed result from the current state); if it can, lift it out of the history and
-//! start again from the first event; at a return of an operation that has not taken effect,
-//! no order of what remains can work from here, so undo the last choice and try the next
-//! candidate. Lowe ("Testing for linearizability", 2017) adds a cache of the configurations
-//! already explored, each a pair of the set of operations linearized (a bitset) and the
-//! specification state reached: a configuration seen before is never explored again.
+//! order: the operations called before the first return still pending are the candidates to
+//! take effect next (the specification must allow each one's observed result from the
+//! current state); take one, lift it out of the history and start again; when no candidate
+//! works, no order of what remains can work from here, so undo the last choice and try the
+//! next candidate. Lowe ("Testing for linearizability", 2017) adds a cache of the
+//! configurations already explored, each a pair of the set of operations linearized (a
+//! bitset) and the specification state reached: a configuration seen before is never
+//! explored again.
+//!
+//! Three choices of this implementation keep the search short without changing verdicts:
+//! candidates are tried most urgent first (in the order of their returns); the specification
+//! may rename values so that more states coincide ([`SequentialSpec::canonical`]); and it may
+//! impose orders every linearization respects ([`SequentialSpec::implied_order`]). The FIFO
+//! queue specs do both. On 1000 synthetic queue histories of 4 threads x 8 operations the
+//! memo cache held 446 configurations on average (at most 46,327) with neither, 153 with the
+//! renaming, and 40 (at most 704) with both, where 32 is the least possible; at 3 x 20, 3077
+//! (at most 1,279,918), 345, and 65 (at most 320).
 //!
 //! The search is deterministic: the same history and specification give the same verdict and
-//! the same order. It stops after a budget of steps (one step per event visited) and answers
-//! [`Verdict::Unknown`] rather than run for ever on a history too large to decide.
+//! the same order. It stops after a budget of steps (one step per candidate tried) and
+//! answers [`Verdict::Unknown`] rather than run for ever on a history too large to decide.
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
@@ -162,7 +172,7 @@ impl Checker {
 /// The work one search did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SearchStats {
-    /// Events visited (what the budget counts).
+    /// Candidates tried (what the budget counts).
     pub steps: u64,
     /// Operations made to take effect, counting those later undone.
     pub linearized: u64,
