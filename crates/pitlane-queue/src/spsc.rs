@@ -69,8 +69,16 @@
 //!   ahead is taken; here [`Producer::try_push`] fails only when the queue really holds
 //!   `capacity` values.
 //!
+//! The paper's search waits `spin_wait(TICKS)` before each shorter probe, so that an end that
+//! has caught up with the other lets it get ahead instead of sharing cache lines with it item
+//! by item. Here that wait is kept only where it pays and bounded: when an end *streams* (its
+//! previous search found a run, so the other end is producing or consuming right ahead of it)
+//! and the far end of the new batch is not ready yet, it spins up to 32 spin hints watching
+//! that one slot, then backtracks as usual. An end that has just reported "empty" (or "full")
+//! never waits, so a lone value is handed over without delay. No call ever blocks.
+//!
 //! A batch never wraps around the end of the ring, so the fast path of a push or a pop is one
-//! slot access, one state store and two counter updates, with no modulo and no shared load.
+//! slot access, one state store and one pointer bump, with no modulo and no shared load.
 //!
 //! # Linearization points
 //!
