@@ -483,21 +483,65 @@ impl<T> Ring<T> {
         unsafe { self.slots.add(index).as_ref() }
     }
 
-    /// Searches for a run of slots in state `wanted` starting at `start`: the batching and
-    /// backtracking of the paper (Fig. 10), for either end. Returns the length of the run
-    /// (0 when the slot at `start` is not `wanted`); the run ends at or before the ring's end.
+    /// Claims the next run of slots in state `wanted` for an end whose `run` is used up; false
+    /// (and `run` still used up) when the very next slot is not `wanted`, which means full
+    /// (for the producer) or empty (for the consumer).
     ///
     /// # Safety
-    /// `start < self.capacity`, and the end calling has not left.
-    #[inline]
-    unsafe fn probe_run(&self, start: usize, wanted: bool, batching: &mut Batching) -> usize {
+    /// `run` is this end's, used up, and the end has not left.
+    #[inline(always)]
+    unsafe fn claim(&self, run: &mut Run<T>, wanted: bool, batching: &mut Batching) -> bool {
+        // The next slot, wrapping from one past the last slot to the first.
+        // SAFETY: `capacity` is one past the last slot of the same allocation.
+        let next = if run.next == unsafe { self.slots.add(self.capacity) } {
+            self.slots
+        } else {
+            run.next
+        };
         // Whether the next slot is usable decides between "a run of at least one" and
         // "full"/"empty"; this load is the linearization point of the failing operation.
-        // SAFETY: `start < capacity` by the caller.
-        if unsafe { self.slot(start) }.state.load(Ordering::Acquire) != wanted {
+        // SAFETY: `next` points at a slot of the live ring.
+        if unsafe { next.as_ref() }.state.load(Ordering::Acquire) != wanted {
             batching.streaming = false;
-            return 0;
+            run.next = next;
+            run.end = next;
+            return false;
         }
+        // SAFETY: as for this function, and the slot at `next` is `wanted`.
+        unsafe { self.claim_from(next, run, wanted, batching) };
+        true
+    }
+
+    /// The rest of [`Ring::claim`] once the next slot is known to be usable: out of line, so
+    /// that a poll of an empty (or full) queue stays a few instructions.
+    ///
+    /// # Safety
+    /// As for `claim`, and `next` points at a slot of the ring seen `wanted`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn claim_from(
+        &self,
+        next: NonNull<Slot<T>>,
+        run: &mut Run<T>,
+        wanted: bool,
+        batching: &mut Batching,
+    ) {
+        // SAFETY: both point into the slots.
+        let start = unsafe { next.offset_from(self.slots) } as usize;
+        // SAFETY: `start < capacity` and its slot is `wanted`.
+        let len = unsafe { self.probe_run(start, wanted, batching) };
+        *run = self.run(start, len);
+    }
+
+    /// Searches for a run of slots in state `wanted` starting at `start`, whose own slot is
+    /// known to be `wanted`: the batching and backtracking of the paper (Fig. 10), for either
+    /// end. Returns the length of the run, at least 1; the run ends at or before the ring's end.
+    ///
+    /// # Safety
+    /// `start < self.capacity`, the slot at `start` was seen `wanted`, and the end calling has
+    /// not left.
+    #[inline]
+    unsafe fn probe_run(&self, start: usize, wanted: bool, batching: &mut Batching) -> usize {
         // Slot states change in ring order only, so a usable far end makes the whole run
         // usable, and its `Acquire` load synchronises with the other end's `Release` store
         // covering the run.
@@ -828,14 +872,10 @@ impl<T> Producer<T> {
     }
 
     /// Claims the next run of empty slots; false if the queue is full.
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn claim(&mut self) -> bool {
-        let head = self.position();
-        // SAFETY: `head < capacity`, and this end has not left.
-        let len = unsafe { self.ring.probe_run(head, EMPTY, &mut self.batching) };
-        self.run = self.ring.run(head, len);
-        len != 0
+        // SAFETY: the run is this end's and used up (callers check), and this end has not left.
+        unsafe { self.ring.claim(&mut self.run, EMPTY, &mut self.batching) }
     }
 }
 
@@ -1006,14 +1046,10 @@ impl<T> Consumer<T> {
     }
 
     /// Claims the next run of full slots; false if the queue is empty.
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn claim(&mut self) -> bool {
-        let tail = self.position();
-        // SAFETY: `tail < capacity`, and this end has not left.
-        let len = unsafe { self.ring.probe_run(tail, FULL, &mut self.batching) };
-        self.run = self.ring.run(tail, len);
-        len != 0
+        // SAFETY: the run is this end's and used up (callers check), and this end has not left.
+        unsafe { self.ring.claim(&mut self.run, FULL, &mut self.batching) }
     }
 }
 
