@@ -300,21 +300,22 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             }
         }
         let events = 2 * ops.len();
-        let mut order: Vec<u32> = (0..events as u32).collect();
         // Time order; at equal stamps a call comes before a return, so that touching
         // operations count as overlapping.
-        order.sort_unstable_by_key(|&e| {
-            let op = &ops[e as usize / 2];
-            let stamp = if e % 2 == 0 { op.call } else { op.ret };
-            (u128::from(stamp) << 1) | u128::from(e % 2)
-        });
+        let mut timed: Vec<(u64, bool, u32)> = Vec::with_capacity(events);
+        for (id, op) in ops.iter().enumerate() {
+            timed.push((op.call, false, 2 * id as u32));
+            timed.push((op.ret, true, 2 * id as u32 + 1));
+        }
+        timed.sort_unstable();
+        let order = timed.iter().map(|&(_, _, e)| e);
         let head = events as u32;
         let mut next = vec![NIL; events + 1];
         let mut prev = vec![NIL; events + 1];
         let mut rank = vec![0; ops.len()];
         let mut last = head;
         let mut returns = 0;
-        for &e in &order {
+        for e in order {
             next[last as usize] = e;
             prev[e as usize] = last;
             last = e;
@@ -380,7 +381,8 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         let memoize = self.checker.memoize;
         let hasher = FixedState::default();
         // Every state reached (with the memo) or the states on the current path (without).
-        let mut states: Vec<S::State> = vec![self.spec.init()];
+        let mut states: Vec<S::State> = Vec::with_capacity(2 * ops.len() + 1);
+        states.push(self.spec.init());
         // The memo cache: configurations seen, as (linearized set, index of the state).
         let mut seen: HashTable<(B, u32)> =
             HashTable::with_capacity(if memoize { 2 * ops.len() } else { 0 });
@@ -390,7 +392,7 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         let mut linearized = B::empty(ops.len());
         let mut longest: Option<Counterexample> = None;
         let mut stats = SearchStats::default();
-        let mut candidates = Vec::new();
+        let mut candidates = Vec::with_capacity(16);
         // After undoing a choice, the search resumes with the candidate after it.
         let mut resume_after: Option<u32> = None;
         while self.next[self.head as usize] != NIL {

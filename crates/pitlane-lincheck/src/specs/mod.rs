@@ -36,7 +36,9 @@ pub use weak_bag::WeakBagSpec;
 use std::collections::HashSet;
 use std::hash::Hash;
 
-use crate::history::{History, Operation};
+use foldhash::fast::FixedState;
+
+use crate::history::History;
 
 /// An operation on a container of values: a queue, a stack or a bag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,32 +89,31 @@ pub(crate) fn merge_unpopped<T: Clone + Eq + Hash>(
     history: &History<ContainerOp<T>, ContainerRet<T>>,
 ) -> Option<History<ContainerOp<T>, ContainerRet<T>>> {
     let ops = history.operations();
-    let popped: HashSet<&T> = ops
+    let mut popped: HashSet<&T, FixedState> =
+        HashSet::with_capacity_and_hasher(ops.len(), FixedState::default());
+    popped.extend(ops.iter().filter_map(|o| match &o.result {
+        ContainerRet::Popped(v) => Some(v),
+        _ => None,
+    }));
+    // The value of each successful push whose value is never popped.
+    let unpopped: Vec<Option<&T>> = ops
         .iter()
-        .filter_map(|o| match &o.result {
-            ContainerRet::Popped(v) => Some(v),
+        .map(|o| match (&o.op, &o.result) {
+            (ContainerOp::Push(v), ContainerRet::Pushed) if !popped.contains(v) => Some(v),
             _ => None,
         })
         .collect();
-    fn unpopped<'o, T: Eq + Hash>(
-        o: &'o Operation<ContainerOp<T>, ContainerRet<T>>,
-        popped: &HashSet<&T>,
-    ) -> Option<&'o T> {
-        match (&o.op, &o.result) {
-            (ContainerOp::Push(v), ContainerRet::Pushed) if !popped.contains(v) => Some(v),
-            _ => None,
-        }
-    }
-    let mut names = ops.iter().filter_map(|o| unpopped(o, &popped));
-    let name = names.next()?;
-    if names.all(|v| v == name) {
+    let mut names = unpopped.iter().flatten();
+    let name = *names.next()?;
+    if names.all(|v| *v == name) {
         return None;
     }
     let renamed = ops
         .iter()
-        .map(|o| {
+        .zip(&unpopped)
+        .map(|(o, unpopped)| {
             let mut renamed = o.clone();
-            if unpopped(o, &popped).is_some() {
+            if unpopped.is_some() {
                 renamed.op = ContainerOp::Push(name.clone());
             }
             renamed

@@ -212,24 +212,26 @@ fn fifo_implied_order<T: Eq + Hash>(
         .collect();
     values.sort_unstable();
     let k = values.len();
-    // Intervals of each value's push and pop; a value never popped gets a pop that can be
-    // neither before nor after another (returns at the end of time, called at its start).
-    let stamps: Vec<(u64, u64, u64, u64)> = values
+    // Each value's push and pop intervals; a value never popped gets a pop that is neither
+    // before nor after another (called at the start of time, returning at its end).
+    let push_call: Vec<u64> = values.iter().map(|&(push, _)| ops[push].call).collect();
+    let push_ret: Vec<u64> = values.iter().map(|&(push, _)| ops[push].ret).collect();
+    let pop_call: Vec<u64> = values
         .iter()
-        .map(|&(push, pop)| {
-            let (pop_call, pop_ret) = pop.map_or((0, u64::MAX), |p| (ops[p].call, ops[p].ret));
-            (ops[push].call, ops[push].ret, pop_call, pop_ret)
-        })
+        .map(|&(_, pop)| pop.map_or(0, |p| ops[p].call))
         .collect();
-    let first = |i: usize, j: usize| stamps[i].1 < stamps[j].0 || stamps[i].3 < stamps[j].2;
+    let pop_ret: Vec<u64> = values
+        .iter()
+        .map(|&(_, pop)| pop.map_or(u64::MAX, |p| ops[p].ret))
+        .collect();
     let mut implied = Vec::new();
     let mut imply = |i: usize, j: usize| {
         // Only what real-time order does not already say.
-        if stamps[i].1 >= stamps[j].0 {
+        if push_ret[i] >= push_call[j] {
             implied.push((values[i].0, values[j].0));
         }
         if let (Some(a), Some(b)) = (values[i].1, values[j].1) {
-            if stamps[i].3 >= stamps[j].2 {
+            if pop_ret[i] >= pop_call[j] {
                 implied.push((a, b));
             }
         }
@@ -237,7 +239,16 @@ fn fifo_implied_order<T: Eq + Hash>(
     if k <= 64 {
         // Bit j of before[i]: value i comes before value j.
         let mut before: Vec<u64> = (0..k)
-            .map(|i| (0..k).fold(0, |row, j| row | (u64::from(first(i, j)) << j)))
+            .map(|i| {
+                let (push_ret, pop_ret) = (push_ret[i], pop_ret[i]);
+                push_call.iter().zip(&pop_call).enumerate().fold(
+                    0,
+                    |row, (j, (&push_call, &pop_call))| {
+                        let first = (push_ret < push_call) | (pop_ret < pop_call);
+                        row | (u64::from(first) << j)
+                    },
+                )
+            })
             .collect();
         // Warshall: whatever comes after m comes after everything before m.
         for m in 0..k {
@@ -257,7 +268,11 @@ fn fifo_implied_order<T: Eq + Hash>(
         }
     } else {
         let mut before: Vec<Vec<bool>> = (0..k)
-            .map(|i| (0..k).map(|j| first(i, j)).collect())
+            .map(|i| {
+                (0..k)
+                    .map(|j| push_ret[i] < push_call[j] || pop_ret[i] < pop_call[j])
+                    .collect()
+            })
             .collect();
         for m in 0..k {
             let reach = before[m].clone();
