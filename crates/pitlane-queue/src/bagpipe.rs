@@ -266,7 +266,7 @@ impl<B: WeakBag> Bagpipe<B> {
                 (salt as usize).wrapping_add(made),
                 salt ^ made as u64,
             )),
-            session: RefCell::new(self.pipes[0].session()),
+            sessions: RefCell::new(self.pipes.iter().map(|pipe| pipe.session()).collect()),
             operations: Cell::new(0),
         }
     }
@@ -274,7 +274,11 @@ impl<B: WeakBag> Bagpipe<B> {
     /// One round: each pipe gets at most one attempt; fails only if all of them lost a race.
     #[inline]
     pub fn try_push(&self, item: B::Item) -> Result<(), B::Item> {
-        with_thread_walk(|walk| self.push_walk(walk, item, self.pipes.len(), B::try_push))
+        with_thread_walk(|walk| {
+            self.push_walk(walk, item, self.pipes.len(), |i, item| {
+                self.pipes[i].try_push(item)
+            })
+        })
     }
 
     /// Pushes `item`, walking the pipes until one takes it.
@@ -290,7 +294,12 @@ impl<B: WeakBag> Bagpipe<B> {
     #[inline]
     pub fn push(&self, item: B::Item) {
         with_thread_walk(|walk| {
-            if self.push_walk(walk, item, usize::MAX, B::try_push).is_err() {
+            if self
+                .push_walk(walk, item, usize::MAX, |i, item| {
+                    self.pipes[i].try_push(item)
+                })
+                .is_err()
+            {
                 unreachable!("an unbounded walk only ends in success")
             }
         })
@@ -307,7 +316,7 @@ impl<B: WeakBag> Bagpipe<B> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<B::Item, PopError> {
-        with_thread_walk(|walk| self.pop_round(walk, B::try_pop))
+        with_thread_walk(|walk| self.pop_round(walk, |i| self.pipes[i].try_pop()))
     }
 
     /// Pops an item, walking the pipes; `None` once `pipe_count()` consecutive pipes reported
@@ -323,7 +332,10 @@ impl<B: WeakBag> Bagpipe<B> {
     /// ```
     #[inline]
     pub fn pop(&self) -> Option<B::Item> {
-        with_thread_walk(|walk| self.pop_walk(walk, usize::MAX, B::try_pop).ok())
+        with_thread_walk(|walk| {
+            self.pop_walk(walk, usize::MAX, |i| self.pipes[i].try_pop())
+                .ok()
+        })
     }
 
     /// About how many items the Bagpipe holds: the sum of the pipes' guesses.
@@ -340,9 +352,9 @@ impl<B: WeakBag> Bagpipe<B> {
         walk: &Cell<Walk>,
         item: B::Item,
         budget: usize,
-        attempt: impl Fn(&B, B::Item) -> Result<(), B::Item>,
+        attempt: impl Fn(usize, B::Item) -> Result<(), B::Item>,
     ) -> Result<(), B::Item> {
-        match attempt(&self.pipes[walk.get().push_at & self.mask], item) {
+        match attempt(walk.get().push_at & self.mask, item) {
             Ok(()) => Ok(()),
             Err(item) => self.push_walk_contended(walk, item, budget, attempt),
         }
@@ -354,7 +366,7 @@ impl<B: WeakBag> Bagpipe<B> {
         walk: &Cell<Walk>,
         item: B::Item,
         budget: usize,
-        attempt: impl Fn(&B, B::Item) -> Result<(), B::Item>,
+        attempt: impl Fn(usize, B::Item) -> Result<(), B::Item>,
     ) -> Result<(), B::Item> {
         let mut current = walk.get();
         let mut item = item;
@@ -364,7 +376,7 @@ impl<B: WeakBag> Bagpipe<B> {
             if failures >= budget {
                 break Err(item);
             }
-            match attempt(&self.pipes[current.push_at & self.mask], item) {
+            match attempt(current.push_at & self.mask, item) {
                 Ok(()) => break Ok(()),
                 Err(back) => {
                     item = back;
@@ -381,12 +393,12 @@ impl<B: WeakBag> Bagpipe<B> {
     fn pop_round(
         &self,
         walk: &Cell<Walk>,
-        attempt: impl Fn(&B) -> Result<B::Item, PopError>,
+        attempt: impl Fn(usize) -> Result<B::Item, PopError>,
     ) -> Result<B::Item, PopError> {
         let mut current = walk.get();
         let mut empty = 0;
         for _ in 0..self.pipes.len() {
-            match attempt(&self.pipes[current.pop_at & self.mask]) {
+            match attempt(current.pop_at & self.mask) {
                 Ok(item) => {
                     walk.set(current);
                     return Ok(item);
@@ -411,9 +423,9 @@ impl<B: WeakBag> Bagpipe<B> {
         &self,
         walk: &Cell<Walk>,
         budget: usize,
-        attempt: impl Fn(&B) -> Result<B::Item, PopError>,
+        attempt: impl Fn(usize) -> Result<B::Item, PopError>,
     ) -> Result<B::Item, PopError> {
-        match attempt(&self.pipes[walk.get().pop_at & self.mask]) {
+        match attempt(walk.get().pop_at & self.mask) {
             Ok(item) => Ok(item),
             Err(first) => self.pop_walk_contended(walk, first, budget, attempt),
         }
@@ -425,7 +437,7 @@ impl<B: WeakBag> Bagpipe<B> {
         walk: &Cell<Walk>,
         first: PopError,
         budget: usize,
-        attempt: impl Fn(&B) -> Result<B::Item, PopError>,
+        attempt: impl Fn(usize) -> Result<B::Item, PopError>,
     ) -> Result<B::Item, PopError> {
         let mut current = walk.get();
         let (mut empty_run, mut transients) = match first {
@@ -440,7 +452,7 @@ impl<B: WeakBag> Bagpipe<B> {
                 return Err(PopError::Transient);
             }
             current.pop_at = current.pop_at.wrapping_add(current.stride);
-            match attempt(&self.pipes[current.pop_at & self.mask]) {
+            match attempt(current.pop_at & self.mask) {
                 Ok(item) => {
                     walk.set(current);
                     return Ok(item);
@@ -464,7 +476,9 @@ where
     pub fn push_revocable(&self, item: B::Item) {
         with_thread_walk(|walk| {
             if self
-                .push_walk(walk, item, usize::MAX, B::try_push_revocable)
+                .push_walk(walk, item, usize::MAX, |i, item| {
+                    self.pipes[i].try_push_revocable(item)
+                })
                 .is_err()
             {
                 unreachable!("an unbounded walk only ends in success")
@@ -474,7 +488,11 @@ where
 
     /// One round of [`try_push_revocable`](RevocableBag::try_push_revocable) over the pipes.
     pub fn try_push_revocable(&self, item: B::Item) -> Result<(), B::Item> {
-        with_thread_walk(|walk| self.push_walk(walk, item, self.pipes.len(), B::try_push_revocable))
+        with_thread_walk(|walk| {
+            self.push_walk(walk, item, self.pipes.len(), |i, item| {
+                self.pipes[i].try_push_revocable(item)
+            })
+        })
     }
 
     /// Removes `item`, wherever it sits, with one CAS on its cell: `true` if this call removed
@@ -519,9 +537,10 @@ where
 /// Operations between two refreshes of a handle's session.
 const REFRESH_EVERY: u32 = 256;
 
-/// One thread's walk through a [`Bagpipe`]: its positions and an odd stride, and the pipes'
-/// [session](WeakBag::session) for the thread (for queue pipes, an epoch pin renewed every
-/// 256 operations, which makes each operation's own pin cheap).
+/// One thread's walk through a [`Bagpipe`]: its positions and an odd stride, and a
+/// [session](WeakBag::session) on every pipe, ended and reopened every 256 operations (for
+/// queue pipes an epoch pin, so that no operation pins on its own; for stack pipes a stash of
+/// free nodes).
 ///
 /// A handle is cheap to make, neither `Send` nor `Sync`: make one per thread, and drop it when
 /// the thread stops using the Bagpipe for a while (a queue's session held by an idle thread
@@ -529,7 +548,8 @@ const REFRESH_EVERY: u32 = 256;
 pub struct Handle<'a, B: WeakBag> {
     bagpipe: &'a Bagpipe<B>,
     walk: Cell<Walk>,
-    session: RefCell<B::Session>,
+    /// One session per pipe, renewed every [`REFRESH_EVERY`] operations.
+    sessions: RefCell<Vec<B::Session<'a>>>,
     operations: Cell<u32>,
 }
 
@@ -544,32 +564,35 @@ impl<B: WeakBag> Handle<'_, B> {
         }
     }
 
+    /// Ends every session and opens new ones (an epoch pin is renewed this way, so that memory
+    /// retired since can be reclaimed).
     #[cold]
     fn refresh(&self) {
-        B::refresh(&mut self.session.borrow_mut());
+        let mut sessions = self.sessions.borrow_mut();
+        sessions.clear();
+        sessions.extend(self.bagpipe.pipes.iter().map(|pipe| pipe.session()));
     }
 
     /// One round of pushes: fails only if every pipe's attempt lost a race.
     #[inline]
     pub fn try_push(&self, item: B::Item) -> Result<(), B::Item> {
         self.tick();
-        let session = self.session.borrow();
+        let sessions = self.sessions.borrow();
         let pipes = self.bagpipe.pipes.len();
-        self.bagpipe
-            .push_walk(&self.walk, item, pipes, |pipe, item| {
-                pipe.try_push_in(item, &session)
-            })
+        self.bagpipe.push_walk(&self.walk, item, pipes, |i, item| {
+            self.bagpipe.pipes[i].try_push_in(item, &sessions[i])
+        })
     }
 
     /// Pushes `item`, walking until a pipe takes it.
     #[inline]
     pub fn push(&self, item: B::Item) {
         self.tick();
-        let session = self.session.borrow();
+        let sessions = self.sessions.borrow();
         if self
             .bagpipe
-            .push_walk(&self.walk, item, usize::MAX, |pipe, item| {
-                pipe.try_push_in(item, &session)
+            .push_walk(&self.walk, item, usize::MAX, |i, item| {
+                self.bagpipe.pipes[i].try_push_in(item, &sessions[i])
             })
             .is_err()
         {
@@ -590,10 +613,10 @@ impl<B: WeakBag> Handle<'_, B> {
     #[inline]
     pub fn push_bounded(&self, item: B::Item, give_up_after: usize) -> Result<(), B::Item> {
         self.tick();
-        let session = self.session.borrow();
+        let sessions = self.sessions.borrow();
         self.bagpipe
-            .push_walk(&self.walk, item, give_up_after, |pipe, item| {
-                pipe.try_push_in(item, &session)
+            .push_walk(&self.walk, item, give_up_after, |i, item| {
+                self.bagpipe.pipes[i].try_push_in(item, &sessions[i])
             })
     }
 
@@ -602,18 +625,21 @@ impl<B: WeakBag> Handle<'_, B> {
     #[inline]
     pub fn try_pop(&self) -> Result<B::Item, PopError> {
         self.tick();
-        let session = self.session.borrow();
-        self.bagpipe
-            .pop_round(&self.walk, |pipe| pipe.try_pop_in(&session))
+        let sessions = self.sessions.borrow();
+        self.bagpipe.pop_round(&self.walk, |i| {
+            self.bagpipe.pipes[i].try_pop_in(&sessions[i])
+        })
     }
 
     /// Pops, walking until an item comes; `None` after `pipe_count()` consecutive empty pipes.
     #[inline]
     pub fn pop(&self) -> Option<B::Item> {
         self.tick();
-        let session = self.session.borrow();
+        let sessions = self.sessions.borrow();
         self.bagpipe
-            .pop_walk(&self.walk, usize::MAX, |pipe| pipe.try_pop_in(&session))
+            .pop_walk(&self.walk, usize::MAX, |i| {
+                self.bagpipe.pipes[i].try_pop_in(&sessions[i])
+            })
             .ok()
     }
 
@@ -633,9 +659,10 @@ impl<B: WeakBag> Handle<'_, B> {
     #[inline]
     pub fn pop_bounded(&self, give_up_after: usize) -> Result<B::Item, PopError> {
         self.tick();
-        let session = self.session.borrow();
-        self.bagpipe
-            .pop_walk(&self.walk, give_up_after, |pipe| pipe.try_pop_in(&session))
+        let sessions = self.sessions.borrow();
+        self.bagpipe.pop_walk(&self.walk, give_up_after, |i| {
+            self.bagpipe.pipes[i].try_pop_in(&sessions[i])
+        })
     }
 
     /// The Bagpipe this handle walks.
@@ -653,7 +680,9 @@ where
         self.tick();
         if self
             .bagpipe
-            .push_walk(&self.walk, item, usize::MAX, B::try_push_revocable)
+            .push_walk(&self.walk, item, usize::MAX, |i, item| {
+                self.bagpipe.pipes[i].try_push_revocable(item)
+            })
             .is_err()
         {
             unreachable!("an unbounded walk only ends in success")
@@ -705,14 +734,31 @@ impl<B: WeakBag> WeakBag for Bagpipe<B> {
         Bagpipe::size_guess(self)
     }
 
-    type Session = B::Session;
+    type Session<'a>
+        = Handle<'a, B>
+    where
+        Self: 'a;
 
-    fn session(&self) -> B::Session {
-        self.pipes[0].session()
+    fn session(&self) -> Handle<'_, B> {
+        self.handle()
     }
 
-    fn refresh(session: &mut B::Session) {
-        B::refresh(session)
+    #[inline]
+    fn try_push_in(&self, item: B::Item, session: &Handle<'_, B>) -> Result<(), B::Item> {
+        if core::ptr::eq(session.bagpipe, self) {
+            session.try_push(item)
+        } else {
+            self.try_push(item)
+        }
+    }
+
+    #[inline]
+    fn try_pop_in(&self, session: &Handle<'_, B>) -> Result<B::Item, PopError> {
+        if core::ptr::eq(session.bagpipe, self) {
+            session.try_pop()
+        } else {
+            self.try_pop()
+        }
     }
 }
 

@@ -51,6 +51,12 @@
 //! cell), and [`PopError::Empty`] when it found no pushed value that no pop has claimed.
 //! Revoked cells are skipped without failing.
 //!
+//! A pop fails transiently only while a push or another pop runs beside it. A push can fail
+//! after its rival has returned: when two pops race for the last value, the loser may draw a
+//! ticket that no push holds yet and poison that cell; the next push to draw the ticket then
+//! fails once, even if nothing runs beside it. (This is the fetch-and-add design's price for
+//! tickets that never fail; every such cell costs one retry, once.)
+//!
 //! # Linearization points
 //!
 //! Successful pushes and pops are ordered by the index of the cell they meet in (segment
@@ -72,7 +78,7 @@
 //! read-modify-write on a thread-local word, and retiring happens once per segment. So retired
 //! segments go to [crossbeam-epoch](https://docs.rs/crossbeam-epoch), the well-kept collector
 //! the house rules prefer to anything home-made. Revocation needs a retired segment to outlive
-//! three grace periods instead of one; the argument is in the [`revoke`](crate::revoke) module.
+//! three grace periods instead of one; the argument is in the [`revoke`] module.
 //! Under `cfg(pitlane_loom)` retired segments are kept on a list and freed when the queue is
 //! dropped, so that loom checks the cell protocol and the segment hand-off without the epoch
 //! machinery, which loom cannot model.
@@ -304,7 +310,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// One attempt to append `item`. Fails, handing the item back, only when it lost a race:
-    /// a pop poisoned the cell it was given, or another push linked the next segment first.
+    /// a pop poisoned the cell it was given (perhaps a pop that has returned already, see
+    /// the [module documentation](self)), or another push linked the next segment first.
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
@@ -853,14 +860,13 @@ impl<T, const SEGMENT: usize> WeakBag for Queue<T, SEGMENT> {
         Queue::size_guess(self)
     }
 
-    type Session = Session;
+    type Session<'a>
+        = Session
+    where
+        Self: 'a;
 
     fn session(&self) -> Session {
         Queue::session(self)
-    }
-
-    fn refresh(session: &mut Session) {
-        session.refresh()
     }
 }
 

@@ -54,6 +54,7 @@
 //! [`PopError::Empty`] at its load of the top that found no node. Popping a node whose item was
 //! revoked is skipped inside the same pop, which then starts over.
 
+use core::cell::RefCell;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr;
@@ -72,6 +73,8 @@ const FIRST_CHUNK: usize = if cfg!(pitlane_loom) { 2 } else { 64 };
 const CHUNKS: usize = 33 - FIRST_CHUNK.trailing_zeros() as usize;
 /// The most nodes a stack can have: every `u32` but [`Tagged::NIL`].
 const MAX_NODES: usize = Tagged::NIL as usize;
+/// Nodes a [`Handle`] moves between its stash and the shared free list at once.
+const STASH_BATCH: usize = if cfg!(pitlane_loom) { 2 } else { 32 };
 
 /// An unbounded lock-free LIFO stack of `T`.
 ///
@@ -79,7 +82,9 @@ const MAX_NODES: usize = Tagged::NIL as usize;
 pub struct Stack<T> {
     /// The top node and its generation; [`Tagged::NIL`] when the stack is empty.
     top: CachePadded<TaggedIndex>,
-    /// The first free node (linked through `Node::next`) and its generation.
+    /// The free list: a Treiber stack of *batches* of free nodes, and its generation. A batch
+    /// is a chain of nodes linked through `Node::next` and ended by [`Tagged::NIL`]; batches
+    /// are linked through the `Node::depth` of their first node.
     free: CachePadded<TaggedIndex>,
     /// How many node indices have ever been handed out; the next never-used index.
     fresh: CachePadded<AtomicUsize>,
@@ -97,9 +102,11 @@ unsafe impl<T: Send> Sync for Stack<T> {}
 
 /// One element of the stack or of the free list.
 struct Node<T> {
-    /// The node below this one on the stack, or the next free node; [`Tagged::NIL`] for none.
+    /// The node below this one on the stack, or the next node of its free batch;
+    /// [`Tagged::NIL`] for none.
     next: AtomicU32,
-    /// How many nodes the stack held, this one included, when it was pushed.
+    /// On the stack: how many nodes it held, this one included, when the node was pushed. At
+    /// the head of a free batch: the head of the next batch.
     depth: AtomicU32,
     /// The value and its state.
     slot: Slot<T>,
@@ -156,7 +163,7 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), T> {
-        self.try_push_tagged(item, FULL)
+        self.try_push_tagged(item, FULL, None)
     }
 
     /// Pushes `item`, retrying lost races with the same node.
@@ -174,7 +181,7 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn push(&self, item: T) {
-        self.push_tagged(item, FULL)
+        self.push_tagged(item, FULL, None)
     }
 
     /// One attempt to pop the top item: `Err(PopError::Empty)` if the stack is empty,
@@ -190,6 +197,12 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
+        self.try_pop_in_stash(None)
+    }
+
+    /// [`try_pop`](Self::try_pop), recycling through `stash`.
+    #[inline]
+    fn try_pop_in_stash(&self, stash: Option<&Handle<'_, T>>) -> Result<T, PopError> {
         loop {
             let top = self.top.load(Ordering::Acquire);
             if top.is_nil() {
@@ -215,7 +228,7 @@ impl<T> Stack<T> {
             } else {
                 Self::take_tracked(&node.slot)
             };
-            self.recycle(top.index());
+            self.recycle_in(top.index(), stash);
             if let Some(item) = item {
                 return Ok(item);
             }
@@ -248,11 +261,42 @@ impl<T> Stack<T> {
     /// assert_eq!(stack.size_guess(), 5);
     /// ```
     pub fn size_guess(&self) -> usize {
-        let top = self.top.load(Ordering::Acquire);
-        if top.is_nil() {
-            return 0;
+        let mut top = self.top.load(Ordering::Acquire);
+        loop {
+            if top.is_nil() {
+                return 0;
+            }
+            let depth = self.node(top.index()).depth.load(Ordering::Acquire);
+            // The depth is the node's own only while the node is still the top (a popped node
+            // may be reused, and a free one keeps a link in that word).
+            let now = self.top.load(Ordering::Acquire);
+            if now == top {
+                return depth as usize;
+            }
+            top = now;
         }
-        self.node(top.index()).depth.load(Ordering::Relaxed) as usize
+    }
+
+    /// A handle for the calling thread: the stack's operations with a private stash of free
+    /// nodes, so that a push takes its node and a pop returns its node without touching the
+    /// shared free list (which the handle visits once per 32 nodes, to refill or to spill).
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// let handle = stack.handle();
+    /// handle.push('a');
+    /// handle.push('b');
+    /// assert_eq!(handle.pop(), Some('b'));
+    /// drop(handle); // its stash goes back to the stack
+    /// assert_eq!(stack.pop(), Some('a'));
+    /// ```
+    pub fn handle(&self) -> Handle<'_, T> {
+        Handle {
+            stack: self,
+            stash: RefCell::new(Vec::with_capacity(2 * STASH_BATCH + 1)),
+        }
     }
 
     /// The node at `index`.
@@ -268,75 +312,126 @@ impl<T> Stack<T> {
         unsafe { &*base.add(offset) }
     }
 
-    /// A node for a push: from the free list, or never used before.
+    /// Pops one batch off the shared free list: the index of its first node.
     #[inline]
-    fn allocate(&self) -> u32 {
+    fn take_batch(&self) -> Option<u32> {
+        let mut top = self.free.load(Ordering::Acquire);
         loop {
-            let free = self.free.load(Ordering::Acquire);
-            if free.is_nil() {
-                return self.allocate_fresh();
+            if top.is_nil() {
+                return None;
             }
-            let next = self.node(free.index()).next.load(Ordering::Relaxed);
-            if self
-                .free
-                .compare_exchange_weak(free, next, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                return free.index();
-            }
-        }
-    }
-
-    /// The free list is empty: hand out a never-used index, installing its chunk if needed.
-    #[cold]
-    fn allocate_fresh(&self) -> u32 {
-        let index = self.fresh.fetch_add(1, Ordering::Relaxed);
-        assert!(
-            index < MAX_NODES,
-            "pitlane_queue::stack::Stack holds at most 2^32 - 1 nodes"
-        );
-        let index = index as u32;
-        let (chunk, _) = locate(index);
-        if self.chunks[chunk].load(Ordering::Acquire).is_null() {
-            let nodes: Box<[Node<T>]> = (0..FIRST_CHUNK << chunk).map(|_| Node::new()).collect();
-            let base = Box::into_raw(nodes) as *mut Node<T>;
-            if self.chunks[chunk]
-                .compare_exchange(ptr::null_mut(), base, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                // Another thread installed the chunk first.
-                // SAFETY: `base` came from the boxed slice of that length just above and was
-                // never shared.
-                drop(unsafe {
-                    Box::from_raw(ptr::slice_from_raw_parts_mut(base, FIRST_CHUNK << chunk))
-                });
-            }
-        }
-        index
-    }
-
-    /// Returns the node at `index`, whose value has been moved out, to the free list.
-    #[inline]
-    fn recycle(&self, index: u32) {
-        let node = self.node(index);
-        let mut free = self.free.load(Ordering::Relaxed);
-        loop {
-            node.next.store(free.index(), Ordering::Relaxed);
+            // A stale read if the batch was taken meanwhile; the CAS then fails.
+            let below = self.node(top.index()).depth.load(Ordering::Relaxed);
             match self
                 .free
-                .compare_exchange_weak(free, index, Ordering::Release, Ordering::Relaxed)
+                .compare_exchange_weak(top, below, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => return Some(top.index()),
+                Err(now) => top = now,
+            }
+        }
+    }
+
+    /// Pushes the batch that starts at node `first` (linked through `next`, ended by NIL)
+    /// onto the shared free list.
+    #[inline]
+    fn give_batch(&self, first: u32) {
+        let head = self.node(first);
+        let mut top = self.free.load(Ordering::Relaxed);
+        loop {
+            head.depth.store(top.index(), Ordering::Relaxed);
+            match self
+                .free
+                .compare_exchange_weak(top, first, Ordering::Release, Ordering::Relaxed)
             {
                 Ok(_) => return,
-                Err(now) => free = now,
+                Err(now) => top = now,
             }
+        }
+    }
+
+    /// A node for a push by a thread without a stash: the first node of a free batch (the rest
+    /// of the batch goes back), or a never-used one.
+    #[inline]
+    fn allocate(&self) -> u32 {
+        match self.take_batch() {
+            Some(first) => {
+                let rest = self.node(first).next.load(Ordering::Relaxed);
+                if rest != Tagged::NIL {
+                    self.give_batch(rest);
+                }
+                first
+            }
+            None => self.allocate_fresh(1),
+        }
+    }
+
+    /// Hands out `count` never-used indices, from the returned one on, installing their
+    /// chunks if needed.
+    #[cold]
+    fn allocate_fresh(&self, count: usize) -> u32 {
+        let first = self.fresh.fetch_add(count, Ordering::Relaxed);
+        assert!(
+            first.checked_add(count).is_some_and(|end| end <= MAX_NODES),
+            "pitlane_queue::stack::Stack holds at most 2^32 - 1 nodes"
+        );
+        for index in first..first + count {
+            let (chunk, _) = locate(index as u32);
+            if self.chunks[chunk].load(Ordering::Acquire).is_null() {
+                self.install_chunk(chunk);
+            }
+        }
+        first as u32
+    }
+
+    #[cold]
+    fn install_chunk(&self, chunk: usize) {
+        let nodes: Box<[Node<T>]> = (0..FIRST_CHUNK << chunk).map(|_| Node::new()).collect();
+        let base = Box::into_raw(nodes) as *mut Node<T>;
+        if self.chunks[chunk]
+            .compare_exchange(ptr::null_mut(), base, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // Another thread installed the chunk first.
+            // SAFETY: `base` came from the boxed slice of that length just above and was never
+            // shared.
+            drop(unsafe {
+                Box::from_raw(ptr::slice_from_raw_parts_mut(base, FIRST_CHUNK << chunk))
+            });
+        }
+    }
+
+    /// Returns the node at `index`, whose value has been moved out, to the free list, as a
+    /// batch of one.
+    #[inline]
+    fn recycle(&self, index: u32) {
+        self.node(index).next.store(Tagged::NIL, Ordering::Relaxed);
+        self.give_batch(index);
+    }
+
+    /// A node for a push: from `stash` if it belongs to this stack, else shared.
+    #[inline]
+    fn allocate_in(&self, stash: Option<&Handle<'_, T>>) -> u32 {
+        match stash {
+            Some(stash) if ptr::eq(stash.stack, self) => stash.take(),
+            _ => self.allocate(),
+        }
+    }
+
+    /// Gives back a node: to `stash` if it belongs to this stack, else to the shared list.
+    #[inline]
+    fn recycle_in(&self, index: u32, stash: Option<&Handle<'_, T>>) {
+        match stash {
+            Some(stash) if ptr::eq(stash.stack, self) => stash.keep(index),
+            _ => self.recycle(index),
         }
     }
 
     /// A node for `item`, published with state `tag` (`FULL`, or its handle's address), not
     /// yet linked.
     #[inline]
-    fn prepare(&self, item: T, tag: usize) -> (u32, &Node<T>) {
-        let index = self.allocate();
+    fn prepare(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) -> (u32, &Node<T>) {
+        let index = self.allocate_in(stash);
         let node = self.node(index);
         // SAFETY: the node came off the free list (or was never used): nobody else owns it, and
         // its value was moved out before it was recycled.
@@ -361,23 +456,31 @@ impl<T> Stack<T> {
         node.depth.store(below.wrapping_add(1), Ordering::Relaxed);
     }
 
-    fn try_push_tagged(&self, item: T, tag: usize) -> Result<(), T> {
-        let (index, node) = self.prepare(item, tag);
-        let top = self.top.load(Ordering::Relaxed);
+    fn try_push_tagged(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) -> Result<(), T> {
+        let (index, node) = self.prepare(item, tag, stash);
+        // Acquire: `link_above` reads the node the top names, whose chunk another thread may
+        // have installed.
+        let top = self.top.load(Ordering::Acquire);
         self.link_above(node, top);
         match self
             .top
             .compare_exchange(top, index, Ordering::Release, Ordering::Relaxed)
         {
             Ok(_) => Ok(()),
-            Err(_) => self.unprepare(index, node, tag),
+            Err(_) => self.unprepare(index, node, tag, stash),
         }
     }
 
     /// The push's CAS failed: take the item back and recycle the node. If a revoker marked the
     /// (already findable) item meanwhile, the push counts as done and revoked at once.
     #[cold]
-    fn unprepare(&self, index: u32, node: &Node<T>, tag: usize) -> Result<(), T> {
+    fn unprepare(
+        &self,
+        index: u32,
+        node: &Node<T>,
+        tag: usize,
+        stash: Option<&Handle<'_, T>>,
+    ) -> Result<(), T> {
         let at = &node.slot as *const Slot<T> as usize;
         let outcome = if node
             .slot
@@ -400,18 +503,19 @@ impl<T> Stack<T> {
             drop(unsafe { node.slot.read() });
             Ok(())
         };
-        self.recycle(index);
+        self.recycle_in(index, stash);
         outcome
     }
 
-    fn push_tagged(&self, item: T, tag: usize) {
-        let (index, node) = self.prepare(item, tag);
-        let mut top = self.top.load(Ordering::Relaxed);
+    fn push_tagged(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) {
+        let (index, node) = self.prepare(item, tag, stash);
+        // Acquire (here and on failure): `link_above` reads the node the top names.
+        let mut top = self.top.load(Ordering::Acquire);
         loop {
             self.link_above(node, top);
             match self
                 .top
-                .compare_exchange_weak(top, index, Ordering::Release, Ordering::Relaxed)
+                .compare_exchange_weak(top, index, Ordering::Release, Ordering::Acquire)
             {
                 Ok(_) => return,
                 Err(now) => {
@@ -437,6 +541,127 @@ impl<T> Stack<T> {
         // SAFETY: we own `item`, whose handle `state` names.
         unsafe { revoke::release_handle(state, slot as *const Slot<T> as usize) };
         Some(item)
+    }
+}
+
+/// One thread's access to a [`Stack`], with a stash of free nodes; see [`Stack::handle`].
+/// Neither `Send` nor `Sync`. Dropping it gives its stash back to the stack.
+pub struct Handle<'a, T> {
+    stack: &'a Stack<T>,
+    /// Free nodes of `stack` owned by this handle alone.
+    stash: RefCell<Vec<u32>>,
+}
+
+impl<T> Handle<'_, T> {
+    /// [`Stack::try_push`], taking the node from the stash.
+    #[inline]
+    pub fn try_push(&self, item: T) -> Result<(), T> {
+        self.stack.try_push_tagged(item, FULL, Some(self))
+    }
+
+    /// [`Stack::push`], taking the node from the stash.
+    #[inline]
+    pub fn push(&self, item: T) {
+        self.stack.push_tagged(item, FULL, Some(self))
+    }
+
+    /// [`Stack::try_pop`], keeping the node in the stash.
+    #[inline]
+    pub fn try_pop(&self) -> Result<T, PopError> {
+        self.stack.try_pop_in_stash(Some(self))
+    }
+
+    /// [`Stack::pop`], keeping the nodes in the stash.
+    #[inline]
+    pub fn pop(&self) -> Option<T> {
+        loop {
+            match self.try_pop() {
+                Ok(item) => return Some(item),
+                Err(PopError::Empty) => return None,
+                Err(PopError::Transient) => retry_pause(),
+            }
+        }
+    }
+
+    /// The stack this handle works on.
+    pub fn stack(&self) -> &Stack<T> {
+        self.stack
+    }
+
+    /// A free node from the stash, refilled from the shared list (or with never-used nodes)
+    /// when it is empty.
+    #[inline]
+    fn take(&self) -> u32 {
+        if let Some(index) = self.stash.borrow_mut().pop() {
+            return index;
+        }
+        self.refill()
+    }
+
+    #[cold]
+    fn refill(&self) -> u32 {
+        let mut stash = self.stash.borrow_mut();
+        match self.stack.take_batch() {
+            Some(first) => {
+                // The batch is ours: walk it into the stash.
+                let mut at = first;
+                while at != Tagged::NIL {
+                    stash.push(at);
+                    at = self.stack.node(at).next.load(Ordering::Relaxed);
+                }
+            }
+            None => {
+                let first = self.stack.allocate_fresh(STASH_BATCH);
+                stash.extend((first..).take(STASH_BATCH));
+            }
+        }
+        stash.pop().expect("a refill brings at least one node")
+    }
+
+    /// Keeps a free node in the stash, spilling a batch to the shared list when it is full.
+    #[inline]
+    fn keep(&self, index: u32) {
+        let mut stash = self.stash.borrow_mut();
+        stash.push(index);
+        if stash.len() > 2 * STASH_BATCH {
+            let start = stash.len() - STASH_BATCH;
+            self.stack.give_nodes(&stash[start..]);
+            stash.truncate(start);
+        }
+    }
+}
+
+impl<T> Stack<T> {
+    /// Links `nodes` (free, owned by the caller) into one batch and gives it to the shared list.
+    #[cold]
+    fn give_nodes(&self, nodes: &[u32]) {
+        let Some((&first, _)) = nodes.split_first() else {
+            return;
+        };
+        for pair in nodes.windows(2) {
+            self.node(pair[0]).next.store(pair[1], Ordering::Relaxed);
+        }
+        let last = nodes[nodes.len() - 1];
+        self.node(last).next.store(Tagged::NIL, Ordering::Relaxed);
+        self.give_batch(first);
+    }
+}
+
+impl<T> Drop for Handle<'_, T> {
+    fn drop(&mut self) {
+        let stash = self.stash.get_mut();
+        for batch in stash.chunks(STASH_BATCH) {
+            self.stack.give_nodes(batch);
+        }
+    }
+}
+
+impl<T> fmt::Debug for Handle<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("stack", self.stack)
+            .field("stashed", &self.stash.borrow().len())
+            .finish()
     }
 }
 
@@ -494,23 +719,35 @@ impl<T> WeakBag for Stack<T> {
         Stack::size_guess(self)
     }
 
-    /// The stack needs no session: it never frees a node while it lives.
-    type Session = ();
+    type Session<'a>
+        = Handle<'a, T>
+    where
+        T: 'a;
 
-    fn session(&self) {}
+    fn session(&self) -> Handle<'_, T> {
+        self.handle()
+    }
 
-    fn refresh(_: &mut ()) {}
+    #[inline]
+    fn try_push_in(&self, item: T, session: &Handle<'_, T>) -> Result<(), T> {
+        self.try_push_tagged(item, FULL, Some(session))
+    }
+
+    #[inline]
+    fn try_pop_in(&self, session: &Handle<'_, T>) -> Result<T, PopError> {
+        self.try_pop_in_stash(Some(session))
+    }
 }
 
 impl<T: Revocable> RevocableBag for Stack<T> {
     fn try_push_revocable(&self, item: T) -> Result<(), T> {
         let tag = item.revoke_handle().tag();
-        self.try_push_tagged(item, tag)
+        self.try_push_tagged(item, tag, None)
     }
 
     fn push_revocable(&self, item: T) {
         let tag = item.revoke_handle().tag();
-        self.push_tagged(item, tag)
+        self.push_tagged(item, tag, None)
     }
 
     unsafe fn revoke(item: &T) -> bool {

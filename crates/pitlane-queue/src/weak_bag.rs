@@ -102,33 +102,37 @@ pub trait WeakBag {
     /// shared memory.
     fn size_guess(&self) -> usize;
 
-    /// What a thread may hold across many operations on bags of this type to make each one
-    /// cheaper: `()` for most; for the epoch-based [`mpmc::Queue`](crate::mpmc::Queue) a pin,
-    /// so that each operation's own pin is a nested one that skips the fence. A
-    /// [`bagpipe::Handle`](crate::bagpipe::Handle) holds one for its thread.
-    type Session;
+    /// What one thread may hold while it works on this bag for a while, to make each
+    /// operation cheaper: for the epoch-based [`mpmc::Queue`](crate::mpmc::Queue) a pin, so
+    /// that no operation pins on its own; for the [`Stack`](crate::stack::Stack) a stash of
+    /// free nodes, so that pushes and pops rarely touch the shared free list. A
+    /// [`bagpipe::Handle`](crate::bagpipe::Handle) holds one per pipe.
+    ///
+    /// A session is meant to be short-lived compared with its thread: drop it (and open a new
+    /// one) every few hundred operations, and whenever the thread turns to other work, because
+    /// a queue's session delays the reclamation of retired memory process-wide while it lives.
+    type Session<'a>
+    where
+        Self: 'a;
 
-    /// Opens a session for the calling thread. Hold it only while the thread keeps working on
-    /// bags of this type, and [`refresh`](Self::refresh) it every few hundred operations.
-    fn session(&self) -> Self::Session;
+    /// Opens a session of the calling thread on this bag.
+    fn session(&self) -> Self::Session<'_>;
 
-    /// [`try_push`](Self::try_push) by a thread that holds `session`.
+    /// [`try_push`](Self::try_push) by a thread that holds `session`, opened on this bag (a
+    /// session of another bag of the same type is allowed, and merely not used).
     #[inline]
-    fn try_push_in(&self, item: Self::Item, session: &Self::Session) -> Result<(), Self::Item> {
+    fn try_push_in(&self, item: Self::Item, session: &Self::Session<'_>) -> Result<(), Self::Item> {
         let _ = session;
         self.try_push(item)
     }
 
-    /// [`try_pop`](Self::try_pop) by a thread that holds `session`.
+    /// [`try_pop`](Self::try_pop) by a thread that holds `session` (see
+    /// [`try_push_in`](Self::try_push_in)).
     #[inline]
-    fn try_pop_in(&self, session: &Self::Session) -> Result<Self::Item, PopError> {
+    fn try_pop_in(&self, session: &Self::Session<'_>) -> Result<Self::Item, PopError> {
         let _ = session;
         self.try_pop()
     }
-
-    /// Lets a long session make way for others (an epoch pin is renewed, so that memory
-    /// retired since it began can be reclaimed).
-    fn refresh(session: &mut Self::Session);
 }
 
 /// What a retry loop does between two attempts: a spin hint (a yield under loom, so that the

@@ -228,3 +228,40 @@ fn bagpipe_drops_revoked_copies_once() {
         &drops,
     );
 }
+
+/// Through handles (a stack's stash of free nodes, a queue's pin, a Bagpipe's sessions), every
+/// item is still dropped exactly once.
+#[test]
+fn handles_drop_each_item_once() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 3_000;
+    let drops = AtomicUsize::new(0);
+    let stack = Stack::new();
+    let queue = Queue::<_, 16>::with_segment_size();
+    let bagpipe = Bagpipe::<Stack<_>>::with_pipes(2).unwrap();
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (stack, queue, bagpipe, drops) = (&stack, &queue, &bagpipe, &drops);
+            s.spawn(move || {
+                let (on_stack, on_queue, on_bagpipe) =
+                    (stack.handle(), queue.handle(), bagpipe.handle());
+                for i in 0..PER_THREAD {
+                    let id = t * PER_THREAD + i;
+                    on_stack.push(Counted { id, drops });
+                    on_queue.push(Counted { id, drops });
+                    on_bagpipe.push(Counted { id, drops });
+                    if i % 3 != 0 {
+                        drop((on_stack.pop(), on_queue.pop(), on_bagpipe.pop()));
+                    }
+                }
+            });
+        }
+    });
+    let left = stack.size_guess() + queue.size_guess() + bagpipe.size_guess();
+    assert_eq!(
+        left + drops.load(Ordering::Relaxed),
+        3 * THREADS * PER_THREAD
+    );
+    drop((stack, queue, bagpipe));
+    assert_eq!(drops.load(Ordering::Relaxed), 3 * THREADS * PER_THREAD);
+}

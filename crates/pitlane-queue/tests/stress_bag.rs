@@ -16,11 +16,11 @@
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::thread;
 
-use pitlane_queue::WeakBag;
-use pitlane_queue::bagpipe::Bagpipe;
-use pitlane_queue::mpmc::Queue;
+use pitlane_queue::bagpipe::{self, Bagpipe};
+use pitlane_queue::mpmc::{self, Queue};
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
-use pitlane_queue::stack::Stack;
+use pitlane_queue::stack::{self, Stack};
+use pitlane_queue::{PopError, WeakBag};
 use pitlane_sync::stress::run_threads;
 
 /// Threads per run; more than the two cores of the test machines, on purpose.
@@ -33,7 +33,7 @@ fn short_ops() -> usize {
     if cfg!(debug_assertions) {
         200_000
     } else {
-        1_000_000
+        600_000
     }
 }
 
@@ -102,30 +102,108 @@ impl Ledger {
     }
 }
 
+/// What a thread of a test works through: the bag itself, or a handle it made.
+trait Worker {
+    fn push(&self, value: u64);
+    fn try_push(&self, value: u64) -> Result<(), u64>;
+    fn pop(&self) -> Option<u64>;
+    fn try_pop(&self) -> Result<u64, PopError>;
+}
+
+impl<B: WeakBag<Item = u64>> Worker for &B {
+    fn push(&self, value: u64) {
+        WeakBag::push(*self, value)
+    }
+    fn try_push(&self, value: u64) -> Result<(), u64> {
+        WeakBag::try_push(*self, value)
+    }
+    fn pop(&self) -> Option<u64> {
+        WeakBag::pop(*self)
+    }
+    fn try_pop(&self) -> Result<u64, PopError> {
+        WeakBag::try_pop(*self)
+    }
+}
+
+macro_rules! worker_for_handle {
+    ($($handle:ty),* $(,)?) => {$(
+        impl Worker for $handle {
+            fn push(&self, value: u64) {
+                <$handle>::push(self, value)
+            }
+            fn try_push(&self, value: u64) -> Result<(), u64> {
+                <$handle>::try_push(self, value)
+            }
+            fn pop(&self) -> Option<u64> {
+                <$handle>::pop(self)
+            }
+            fn try_pop(&self) -> Result<u64, PopError> {
+                <$handle>::try_pop(self)
+            }
+        }
+    )*};
+}
+
+worker_for_handle!(
+    mpmc::Handle<'_, u64, 64>,
+    mpmc::Handle<'_, u64>,
+    stack::Handle<'_, u64>,
+    bagpipe::Handle<'_, Queue<u64, 64>>,
+    bagpipe::Handle<'_, Queue<u64>>,
+    bagpipe::Handle<'_, Stack<u64>>,
+);
+
+/// A bag under test, and how its threads reach it.
+trait Bag: WeakBag<Item = u64> + Sync {
+    /// With `handles`, a handle made by the calling thread; else the bag itself.
+    fn worker(&self, handles: bool) -> Box<dyn Worker + '_>;
+}
+
+macro_rules! bag_with_handles {
+    ($($bag:ty),* $(,)?) => {$(
+        impl Bag for $bag {
+            fn worker(&self, handles: bool) -> Box<dyn Worker + '_> {
+                if handles {
+                    Box::new(self.handle())
+                } else {
+                    Box::new(self)
+                }
+            }
+        }
+    )*};
+}
+
+bag_with_handles!(
+    Queue<u64, 64>,
+    Queue<u64>,
+    Stack<u64>,
+    Bagpipe<Queue<u64, 64>>,
+    Bagpipe<Queue<u64>>,
+    Bagpipe<Stack<u64>>,
+);
+
 /// Half the threads push `ops / 2` distinct values, half pop until all have arrived (mixing
 /// `try_pop` and `pop`). With `fifo`, each consumer checks that every producer's values reach
 /// it in the order they were pushed.
-fn producers_consumers<B>(bag: &B, ops: usize, fifo: bool)
-where
-    B: WeakBag<Item = u64> + Sync,
-{
+fn producers_consumers<B: Bag>(bag: &B, ops: usize, fifo: bool, handles: bool) {
     let producers = THREADS / 2;
     let per_producer = ops / 2 / producers;
     let ledger = Ledger::new(producers, per_producer);
     let popped = AtomicUsize::new(0);
     let total = producers * per_producer;
     run_threads(THREADS, |t| {
+        let worker = bag.worker(handles);
         if t < producers {
-            produce(bag, t, per_producer);
+            produce(&*worker, t, per_producer);
         } else {
-            consume(bag, &ledger, &popped, total, producers, t, fifo);
+            consume(&*worker, &ledger, &popped, total, producers, t, fifo);
         }
     });
     assert_eq!(bag.pop(), None, "values left over");
     ledger.assert_complete();
 }
 
-fn produce<B: WeakBag<Item = u64>>(bag: &B, producer: usize, per_producer: usize) {
+fn produce(bag: &dyn Worker, producer: usize, per_producer: usize) {
     for seq in 0..per_producer {
         let value = Ledger::value(producer, seq);
         if seq % 2 == 0 {
@@ -139,8 +217,8 @@ fn produce<B: WeakBag<Item = u64>>(bag: &B, producer: usize, per_producer: usize
     }
 }
 
-fn consume<B: WeakBag<Item = u64>>(
-    bag: &B,
+fn consume(
+    bag: &dyn Worker,
     ledger: &Ledger,
     popped: &AtomicUsize,
     total: usize,
@@ -180,16 +258,14 @@ fn consume<B: WeakBag<Item = u64>>(
 
 /// Every thread pushes a distinct value, then pops one, `ops / 2 / THREADS` times; then the
 /// leftovers are drained.
-fn pairs<B>(bag: &B, ops: usize)
-where
-    B: WeakBag<Item = u64> + Sync,
-{
+fn pairs<B: Bag>(bag: &B, ops: usize, handles: bool) {
     let per_thread = ops / 2 / THREADS;
     let ledger = Ledger::new(THREADS, per_thread);
     run_threads(THREADS, |thread_id| {
+        let worker = bag.worker(handles);
         for seq in 0..per_thread {
-            bag.push(Ledger::value(thread_id, seq));
-            if let Some(value) = bag.pop() {
+            worker.push(Ledger::value(thread_id, seq));
+            if let Some(value) = worker.pop() {
                 ledger.record(value);
             }
         }
@@ -284,41 +360,54 @@ where
 #[test]
 fn mpmc_producers_consumers_keep_every_value_in_order() {
     epoch_ready();
-    producers_consumers(&Queue::<u64, 64>::with_segment_size(), short_ops(), true);
+    for handles in [false, true] {
+        let queue = Queue::<u64, 64>::with_segment_size();
+        producers_consumers(&queue, short_ops(), true, handles);
+    }
 }
 
 #[test]
 fn mpmc_pairs_keep_every_value() {
     epoch_ready();
-    pairs(&Queue::<u64, 64>::with_segment_size(), short_ops());
+    for handles in [false, true] {
+        pairs(&Queue::<u64, 64>::with_segment_size(), short_ops(), handles);
+    }
 }
 
 #[test]
 fn stack_producers_consumers_keep_every_value() {
     epoch_ready();
-    producers_consumers(&Stack::new(), short_ops(), false);
+    for handles in [false, true] {
+        producers_consumers(&Stack::new(), short_ops(), false, handles);
+    }
 }
 
 #[test]
 fn stack_pairs_keep_every_value() {
     epoch_ready();
-    pairs(&Stack::new(), short_ops());
+    for handles in [false, true] {
+        pairs(&Stack::new(), short_ops(), handles);
+    }
 }
 
 #[test]
 fn bagpipe_of_queues_keeps_every_value() {
     epoch_ready();
-    let bag = Bagpipe::<Queue<u64, 64>>::with_pipes(4).unwrap();
-    producers_consumers(&bag, short_ops(), false);
-    pairs(&bag, short_ops());
+    for handles in [false, true] {
+        let bag = Bagpipe::<Queue<u64, 64>>::with_pipes(4).unwrap();
+        producers_consumers(&bag, short_ops(), false, handles);
+        pairs(&bag, short_ops(), handles);
+    }
 }
 
 #[test]
 fn bagpipe_of_stacks_keeps_every_value() {
     epoch_ready();
-    let bag = Bagpipe::<Stack<u64>>::with_pipes(4).unwrap();
-    producers_consumers(&bag, short_ops(), false);
-    pairs(&bag, short_ops());
+    for handles in [false, true] {
+        let bag = Bagpipe::<Stack<u64>>::with_pipes(4).unwrap();
+        producers_consumers(&bag, short_ops(), false, handles);
+        pairs(&bag, short_ops(), handles);
+    }
 }
 
 fn pages() -> Vec<Page> {
@@ -359,22 +448,26 @@ fn bagpipe_revoke_against_pop_has_one_winner() {
 #[ignore = "10^7 operations per structure; run with --release --include-ignored"]
 fn full_mpmc() {
     epoch_ready();
-    producers_consumers(&Queue::<u64>::new(), FULL_OPS, true);
-    pairs(&Queue::<u64>::new(), FULL_OPS);
+    producers_consumers(&Queue::<u64>::new(), FULL_OPS, true, false);
+    producers_consumers(&Queue::<u64>::new(), FULL_OPS, true, true);
+    pairs(&Queue::<u64>::new(), FULL_OPS, true);
 }
 
 #[test]
 #[ignore = "10^7 operations per structure; run with --release --include-ignored"]
 fn full_stack() {
     epoch_ready();
-    producers_consumers(&Stack::new(), FULL_OPS, false);
-    pairs(&Stack::new(), FULL_OPS);
+    producers_consumers(&Stack::new(), FULL_OPS, false, false);
+    producers_consumers(&Stack::new(), FULL_OPS, false, true);
+    pairs(&Stack::new(), FULL_OPS, true);
 }
 
 #[test]
 #[ignore = "10^7 operations per structure; run with --release --include-ignored"]
 fn full_bagpipe() {
     epoch_ready();
-    producers_consumers(&Bagpipe::<Queue<u64>>::new(), FULL_OPS, false);
-    pairs(&Bagpipe::<Stack<u64>>::new(), FULL_OPS);
+    producers_consumers(&Bagpipe::<Queue<u64>>::new(), FULL_OPS, false, true);
+    producers_consumers(&Bagpipe::<Stack<u64>>::new(), FULL_OPS, false, true);
+    pairs(&Bagpipe::<Queue<u64>>::new(), FULL_OPS, true);
+    pairs(&Bagpipe::<Stack<u64>>::new(), FULL_OPS, false);
 }

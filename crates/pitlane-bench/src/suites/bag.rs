@@ -88,9 +88,10 @@ impl Suite for Bag {
             "Each run lasts {} ms per subject; threads beyond the machine's {} cores \
              oversubscribe it. Mops/s counts successful pushes plus pops. Bagpipes have {} \
              pipes (twice the available parallelism, rounded up to a power of two). Each \
-             thread works through its own handle for the Bagpipes and `pitlane::mpmc::Queue` \
-             (`Queue::handle`: the thread stays pinned to the epoch, renewed every 256 \
-             operations, instead of pinning per operation). Bounded subjects have capacity \
+             thread works through its own handle for pitlane's subjects: `Queue::handle` \
+             keeps the thread pinned to the epoch (renewed every 256 operations) instead of \
+             pinning per operation, `Stack::handle` keeps a stash of free nodes, and a \
+             Bagpipe handle holds one such session per pipe. Bounded subjects have capacity \
              {CAPACITY}. \
              producer_consumer needs a producer and a consumer, so it runs at 2 and 4 threads \
              only.",
@@ -264,7 +265,7 @@ impl BagSubject for mpmc::Queue<u64> {
     }
 }
 
-impl Worker for Stack<u64> {
+impl Worker for pitlane_queue::stack::Handle<'_, u64> {
     #[inline]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.push(item);
@@ -284,7 +285,7 @@ impl BagSubject for Stack<u64> {
         Stack::new()
     }
     fn worker(&self) -> impl Worker + '_ {
-        self
+        self.handle()
     }
 }
 

@@ -1,0 +1,64 @@
+//! Loom models of the Treiber stack: the tagged top against concurrent pushes and pops, and the
+//! node stashes of handles moving batches through the shared free list (under loom a batch is 2
+//! nodes, so a handle refills and spills after a few operations).
+#![cfg(pitlane_loom)]
+
+use loom::sync::Arc;
+use loom::thread;
+
+use pitlane_queue::stack::Stack;
+
+#[test]
+fn pushes_and_pops_race_on_the_top_without_loss() {
+    loom::model(|| {
+        let stack = Arc::new(Stack::new());
+        stack.push(1);
+        let other = {
+            let stack = stack.clone();
+            thread::spawn(move || {
+                stack.push(2);
+                stack.pop()
+            })
+        };
+        let mine = stack.pop();
+        let theirs = other.join().unwrap();
+        let mut all: Vec<u32> = [mine, theirs].into_iter().flatten().collect();
+        all.extend(std::iter::from_fn(|| stack.pop()));
+        all.sort_unstable();
+        assert_eq!(all, [1, 2]);
+        assert_eq!(stack.size_guess(), 0);
+    });
+}
+
+#[test]
+fn a_handle_stash_and_the_shared_free_list_trade_batches() {
+    loom::model(|| {
+        let stack = Arc::new(Stack::new());
+        let with_handle = {
+            let stack = stack.clone();
+            thread::spawn(move || {
+                let handle = stack.handle();
+                // Fresh batches come in, popped nodes go to the stash, and the handle's drop
+                // spills them back as batches.
+                handle.push(10);
+                handle.push(11);
+                handle.push(12);
+                let popped = [handle.pop(), handle.pop()];
+                drop(handle);
+                popped
+            })
+        };
+        // A thread without a stash takes single nodes off shared batches meanwhile.
+        stack.push(20);
+        let mine = stack.pop();
+        let theirs = with_handle.join().unwrap();
+        let mut all: Vec<u32> = theirs.into_iter().chain([mine]).flatten().collect();
+        all.extend(std::iter::from_fn(|| stack.pop()));
+        all.sort_unstable();
+        assert_eq!(all, [10, 11, 12, 20]);
+        // Every node is free again and reusable by a new handle.
+        let handle = stack.handle();
+        handle.push(1);
+        assert_eq!(handle.pop(), Some(1));
+    });
+}
