@@ -31,6 +31,13 @@
 //!   below. The winner owns the node: it moves the value out, and returns the node to the free
 //!   list.
 //!
+//! The free list holds *batches*: chains of free nodes, linked through their `next` words, whose
+//! first nodes are linked through the word that holds a stacked node's depth. A thread without a
+//! [`Handle`] takes a batch's first node and gives the rest back (one node is a batch of one);
+//! a [`Handle`] keeps a private *stash* of free nodes (a magazine, in Bonwick's slab terms),
+//! refills it with a whole batch and spills 32 nodes at a time as one batch, so that a push and
+//! a pop through a handle touch only the top: two compare-and-swaps per pair instead of four.
+//!
 //! **ABA.** A pop that read top `A` with `B` below, stalled while others popped `A` and `B` and
 //! pushed `A` again, would swing the top to the stale `B`. Here the snapshot it compares
 //! against carries `A`'s generation at the time it read it, and the top's generation has moved
