@@ -542,9 +542,10 @@ const REFRESH_EVERY: u32 = 256;
 /// queue pipes an epoch pin, so that no operation pins on its own; for stack pipes a stash of
 /// free nodes).
 ///
-/// A handle is cheap to make, neither `Send` nor `Sync`: make one per thread, and drop it when
-/// the thread stops using the Bagpipe for a while (a queue's session held by an idle thread
-/// delays the reclamation of retired memory process-wide).
+/// A handle is cheap to make and not `Sync` (nor `Send` when its pipes' sessions are not, as
+/// for queues): make one per thread, and drop it when the thread stops using the Bagpipe for a
+/// while (a queue's session held by an idle thread delays the reclamation of retired memory
+/// process-wide).
 pub struct Handle<'a, B: WeakBag> {
     bagpipe: &'a Bagpipe<B>,
     walk: Cell<Walk>,

@@ -552,7 +552,7 @@ impl<T> Stack<T> {
 }
 
 /// One thread's access to a [`Stack`], with a stash of free nodes; see [`Stack::handle`].
-/// Neither `Send` nor `Sync`. Dropping it gives its stash back to the stack.
+/// Not `Sync`: one thread uses it at a time. Dropping it gives its stash back to the stack.
 pub struct Handle<'a, T> {
     stack: &'a Stack<T>,
     /// Free nodes of `stack` owned by this handle alone.
