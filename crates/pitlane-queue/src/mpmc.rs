@@ -31,7 +31,8 @@
 //!   empty and *poisoned* it (see below): the attempt lost a race. If `i ≥ SEGMENT` the segment
 //!   is full: link a fresh segment whose first cell already holds the value (CAS on `next`),
 //!   or help move `tail` to the successor that another push linked.
-//! - **Pop**: if `head.deq ≥ head.enq` and `head` has no successor, the queue is empty. Else
+//! - **Pop**: if the cell of ticket `head.deq` holds no value, `head.deq ≥ head.enq` and `head`
+//!   has no successor, the queue is empty. Else
 //!   `i = head.deq.fetch_add(1)`. If `i < SEGMENT` and the cell is full, take the value. If it is
 //!   still empty, wait a moment for the pusher holding ticket `i`, then swap the state to
 //!   *taken*: if it was still empty, the cell is poisoned and the pop lost a race (the pusher's
@@ -41,6 +42,15 @@
 //!
 //! Every cell is used at most once, which is what makes a single CAS on its state enough: a
 //! state never returns to *empty*, so there is no ABA on cells.
+//!
+//! Three details keep the threads off each other's cache lines. Ticket `i` does not live in
+//! cell `i`: consecutive tickets are spread over different 64-byte lines (a line of four
+//! 16-byte cells is reused only `SEGMENT / 4` tickets later), so a push and a pop working on
+//! neighbouring tickets do not fight over one line. A pop first looks at the cell of the next
+//! ticket: if it already holds a value the queue is not empty, and the pop skips reading `enq`,
+//! the line every push writes. And a pop that takes a plain value leaves the state *full*
+//! rather than writing *taken*: a cell whose ticket is below `deq` is consumed whatever its
+//! state says (only tracked and revoked cells, which a revoker may race for, are swapped).
 //!
 //! # When the try operations fail
 //!
@@ -59,7 +69,7 @@
 //!
 //! # Linearization points
 //!
-//! Successful pushes and pops are ordered by the index of the cell they meet in (segment
+//! Successful pushes and pops are ordered by the ticket of the cell they meet in (segment
 //! number × `SEGMENT` + ticket), the order of the two ticket counters: a push takes effect with
 //! its publishing CAS (*empty → full*, or the CAS on `next` that links a segment holding the
 //! value in its first cell), at the position its ticket gave it; a pop takes effect at the
@@ -179,6 +189,46 @@ struct Link<T, const SEGMENT: usize> {
 }
 
 impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
+    /// The cell of `ticket`, if the ticket falls inside the segment.
+    ///
+    /// Consecutive tickets are spread over different cache lines (ticket `t` lives in cell
+    /// `(t mod L) * W + t / L`, for `W` cells per 64 bytes and `L = SEGMENT / W` lines), so that
+    /// threads working on neighbouring tickets at the same moment do not share a line; a line is
+    /// revisited only `L` tickets later. Segments whose size is not a multiple of `W` keep the
+    /// plain order.
+    #[inline]
+    fn cell(&self, ticket: usize) -> Option<&Slot<T>> {
+        if ticket >= SEGMENT {
+            return None;
+        }
+        // SAFETY: `cell_index` maps tickets below `SEGMENT` to indices below `SEGMENT`.
+        Some(unsafe { self.cells.get_unchecked(Self::cell_index(ticket)) })
+    }
+
+    /// Where ticket `ticket < SEGMENT` lives in `cells` (see [`cell`](Self::cell)); always
+    /// below `SEGMENT`: for the spread order, `ticket % lines < lines` and
+    /// `ticket / lines < per_line` since `ticket < SEGMENT = lines * per_line`.
+    #[inline]
+    fn cell_index(ticket: usize) -> usize {
+        let per_line = Self::CELLS_PER_LINE;
+        if per_line > 1 && SEGMENT % per_line == 0 {
+            let lines = SEGMENT / per_line;
+            (ticket % lines) * per_line + ticket / lines
+        } else {
+            ticket
+        }
+    }
+
+    /// Cells that share one 64-byte line.
+    const CELLS_PER_LINE: usize = {
+        let size = core::mem::size_of::<Slot<T>>();
+        if size == 0 || size >= 64 {
+            1
+        } else {
+            64 / size
+        }
+    };
+
     /// A segment with no cell used, numbered `number`.
     fn new(number: usize) -> Box<Self> {
         const { assert!(SEGMENT > 0, "a segment needs at least one cell") };
@@ -229,7 +279,7 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
     fn with_first(number: usize, item: T, tag: usize) -> *mut Self {
         let segment = Box::into_raw(Self::new(number));
         // SAFETY: freshly allocated and not shared yet.
-        let first = unsafe { &(*segment).cells[0] };
+        let first = unsafe { (*segment).cell(0) }.expect("a segment has a cell");
         // SAFETY: nobody else can reach the cell.
         unsafe { first.write(item) };
         if tag != FULL {
@@ -250,7 +300,7 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
     unsafe fn unmake(segment: *mut Self, tag: usize) -> T {
         // SAFETY: by the caller's contract we own the whole segment.
         let segment = unsafe { Box::from_raw(segment) };
-        let first = &segment.cells[0];
+        let first = segment.cell(0).expect("a segment has a cell");
         if tag != FULL {
             // SAFETY: the item is alive (we are about to hand it back), so is its handle.
             unsafe { slot::handle_of(tag) }.clear_if(first as *const Slot<T> as usize);
@@ -365,18 +415,18 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             // pinned.
             let segment = unsafe { &*segment_ptr };
             // Give up at once if there is nothing to claim.
-            if segment.deq.load(Ordering::SeqCst) >= segment.enq.load(Ordering::SeqCst)
-                && segment.link.next.load(Ordering::SeqCst).is_null()
-            {
+            let next_ticket = segment.deq.load(Ordering::SeqCst);
+            if !Self::published(segment, next_ticket) && Self::exhausted(segment, next_ticket) {
                 return Err(PopError::Empty);
             }
             let ticket = segment.deq.fetch_add(1, Ordering::SeqCst);
-            if let Some(cell) = segment.cells.get(ticket) {
-                // A full plain cell can only be left by its ticket holder: take it.
+            if let Some(cell) = segment.cell(ticket) {
+                // A full plain cell can only be left by its ticket holder: take it. The state
+                // stays `FULL` (no write to a line the pushers share): a cell whose ticket is
+                // below `deq` is consumed whatever its state says, and nobody reads it again.
                 if cell.state.load(Ordering::Acquire) == FULL {
-                    cell.state.store(TAKEN, Ordering::Relaxed);
                     // SAFETY: the state was `FULL` and ticket `ticket` is ours alone, so the
-                    // value is initialized, visible (Acquire), and ours to move.
+                    // value is initialized, visible (Acquire), and ours to move, once.
                     return Ok(unsafe { cell.read() });
                 }
                 match Self::take_contended(segment, ticket) {
@@ -389,6 +439,24 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 return Err(PopError::Empty);
             }
         }
+    }
+
+    /// Whether the cell of the next pop ticket already holds a value (or a revoked one): then
+    /// the queue is not empty, and the pop need not read the push ticket counter, the line
+    /// every push writes.
+    #[inline]
+    fn published(segment: &Segment<T, SEGMENT>, next_ticket: usize) -> bool {
+        segment
+            .cell(next_ticket)
+            .is_some_and(|cell| cell.state.load(Ordering::Relaxed) != EMPTY)
+    }
+
+    /// Whether every push ticket of `segment` below `next_ticket` has gone to a pop and no
+    /// segment follows: the queue is empty.
+    #[cold]
+    fn exhausted(segment: &Segment<T, SEGMENT>, next_ticket: usize) -> bool {
+        next_ticket >= segment.enq.load(Ordering::SeqCst)
+            && segment.link.next.load(Ordering::SeqCst).is_null()
     }
 
     /// Takes the oldest item, retrying lost races; `None` if the queue is empty.
@@ -478,7 +546,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         // SAFETY: `tail` is never null, and we are pinned.
         let segment = unsafe { &*segment_ptr };
         let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
-        match segment.cells.get(ticket) {
+        match segment.cell(ticket) {
             Some(cell) => Self::publish(cell, item, tag),
             None => self.push_past_full(segment_ptr, item, tag, guard),
         }
@@ -570,7 +638,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             // SAFETY: as above.
             let segment = unsafe { &*segment_ptr };
             let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
-            if let Some(cell) = segment.cells.get(ticket) {
+            if let Some(cell) = segment.cell(ticket) {
                 return Self::publish(cell, item, tag);
             }
         }
@@ -580,7 +648,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// settle the cell's fate with one swap.
     #[cold]
     fn take_contended(segment: &Segment<T, SEGMENT>, ticket: usize) -> Contended<T> {
-        let cell = &segment.cells[ticket];
+        let cell = segment.cell(ticket).expect("a ticket inside the segment");
         // Wait only if a push holds this ticket: otherwise no value is on its way.
         #[cfg(not(pitlane_loom))]
         if ticket < segment.enq.load(Ordering::Relaxed) {
@@ -801,8 +869,11 @@ impl<T, const SEGMENT: usize> Drop for Queue<T, SEGMENT> {
             // SAFETY: `&mut self`: no other thread touches the queue; segments from `head` on
             // are live and owned by the queue.
             let mut segment = unsafe { Box::from_raw(segment_ptr) };
-            for cell in segment.cells.iter_mut() {
-                cell.drop_in_place();
+            // Tickets below `deq` went to pops, which all finished: those cells are consumed
+            // (a popped plain cell still says `FULL`). The others hold what their state says.
+            let consumed = segment.deq.load(Ordering::Relaxed).min(SEGMENT);
+            for ticket in consumed..SEGMENT {
+                segment.cells[Segment::<T, SEGMENT>::cell_index(ticket)].drop_in_place();
             }
             segment_ptr = segment.link.next.load(Ordering::Relaxed);
         }
@@ -882,5 +953,43 @@ impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
         // slot, and the segment protocol keeps the slot's segment allocated that long (see the
         // `revoke` module); the bag itself is alive by the caller's contract.
         unsafe { revoke::revoke_slot(item) }
+    }
+}
+
+#[cfg(all(test, not(pitlane_loom)))]
+mod tests {
+    use super::*;
+
+    fn spread_is_a_permutation<const N: usize>() {
+        let mut seen = [false; N];
+        for ticket in 0..N {
+            let index = Segment::<u64, N>::cell_index(ticket);
+            assert!(index < N, "ticket {ticket} of {N} maps to {index}");
+            assert!(!seen[index], "two tickets of {N} map to cell {index}");
+            seen[index] = true;
+        }
+    }
+
+    #[test]
+    fn tickets_map_to_distinct_cells() {
+        spread_is_a_permutation::<1>();
+        spread_is_a_permutation::<2>();
+        spread_is_a_permutation::<3>();
+        spread_is_a_permutation::<8>();
+        spread_is_a_permutation::<12>();
+        spread_is_a_permutation::<1024>();
+    }
+
+    #[test]
+    fn neighbouring_tickets_use_different_lines() {
+        let line = |ticket| Segment::<u64, 1024>::cell_index(ticket) * size_of::<Slot<u64>>() / 64;
+        for ticket in 0..1023 {
+            assert_ne!(
+                line(ticket),
+                line(ticket + 1),
+                "tickets {ticket} and {}",
+                ticket + 1
+            );
+        }
     }
 }
