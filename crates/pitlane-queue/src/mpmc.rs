@@ -782,9 +782,10 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     #[inline]
     pub fn push(&self, item: T) {
         let mut item = item;
+        let pause = crate::weak_bag::RetryPause::new();
         while let Err(back) = self.try_push(item) {
             item = back;
-            crate::weak_bag::retry_pause();
+            pause.pause();
         }
     }
 
@@ -798,11 +799,12 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// [`Queue::pop`] without a pin of its own.
     #[inline]
     pub fn pop(&self) -> Option<T> {
+        let pause = crate::weak_bag::RetryPause::new();
         loop {
             match self.try_pop() {
                 Ok(item) => return Some(item),
                 Err(PopError::Empty) => return None,
-                Err(PopError::Transient) => crate::weak_bag::retry_pause(),
+                Err(PopError::Transient) => pause.pause(),
             }
         }
     }

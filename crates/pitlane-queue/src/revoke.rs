@@ -175,9 +175,10 @@ where
     /// [`try_push_revocable`](Self::try_push_revocable).
     fn push_revocable(&self, item: Self::Item) {
         let mut item = item;
+        let pause = crate::weak_bag::RetryPause::new();
         while let Err(back) = self.try_push_revocable(item) {
             item = back;
-            crate::weak_bag::retry_pause();
+            pause.pause();
         }
     }
 

@@ -72,7 +72,7 @@ use pitlane_sync::{Tagged, TaggedIndex};
 
 use crate::revoke::{self, Revocable, RevocableBag};
 use crate::slot::{self, FULL, REVOKED, Slot, TAKEN};
-use crate::weak_bag::{PopError, WeakBag, retry_pause};
+use crate::weak_bag::{PopError, RetryPause, WeakBag};
 
 /// Nodes in the first chunk; chunk `k` holds `FIRST_CHUNK << k`.
 const FIRST_CHUNK: usize = if cfg!(pitlane_loom) { 2 } else { 64 };
@@ -518,6 +518,7 @@ impl<T> Stack<T> {
         let (index, node) = self.prepare(item, tag, stash);
         // Acquire (here and on failure): `link_above` reads the node the top names.
         let mut top = self.top.load(Ordering::Acquire);
+        let pause = RetryPause::new();
         loop {
             self.link_above(node, top);
             match self
@@ -525,9 +526,9 @@ impl<T> Stack<T> {
                 .compare_exchange_weak(top, index, Ordering::Release, Ordering::Acquire)
             {
                 Ok(_) => return,
-                Err(now) => {
-                    top = now;
-                    retry_pause();
+                Err(_) => {
+                    pause.pause();
+                    top = self.top.load(Ordering::Acquire);
                 }
             }
         }
@@ -581,11 +582,12 @@ impl<T> Handle<'_, T> {
     /// [`Stack::pop`], keeping the nodes in the stash.
     #[inline]
     pub fn pop(&self) -> Option<T> {
+        let pause = RetryPause::new();
         loop {
             match self.try_pop() {
                 Ok(item) => return Some(item),
                 Err(PopError::Empty) => return None,
-                Err(PopError::Transient) => retry_pause(),
+                Err(PopError::Transient) => pause.pause(),
             }
         }
     }

@@ -79,20 +79,22 @@ pub trait WeakBag {
     /// Inserts `item`, retrying transient failures until it is in.
     fn push(&self, item: Self::Item) {
         let mut item = item;
+        let pause = RetryPause::new();
         while let Err(back) = self.try_push(item) {
             item = back;
-            retry_pause();
+            pause.pause();
         }
     }
 
     /// Removes an item, retrying transient failures; `None` once an attempt finds the bag
     /// empty.
     fn pop(&self) -> Option<Self::Item> {
+        let pause = RetryPause::new();
         loop {
             match self.try_pop() {
                 Ok(item) => return Some(item),
                 Err(PopError::Empty) => return None,
-                Err(PopError::Transient) => retry_pause(),
+                Err(PopError::Transient) => pause.pause(),
             }
         }
     }
@@ -135,9 +137,29 @@ pub trait WeakBag {
     }
 }
 
-/// What a retry loop does between two attempts: a spin hint (a yield under loom, so that the
-/// model lets the winner of the race run).
-#[inline]
-pub(crate) fn retry_pause() {
-    pitlane_sync::shim::hint::spin_loop();
+/// What a retry loop does between two attempts that lost races: crossbeam-utils' exponential
+/// backoff (1, 2, 4 … up to 64 spin hints), so that two threads fighting over one line let each
+/// other finish a few operations instead of trading the line on every attempt; under loom a
+/// yield, so that the model lets the winner of the race run.
+pub(crate) struct RetryPause {
+    #[cfg(not(pitlane_loom))]
+    backoff: crossbeam_utils::Backoff,
+}
+
+impl RetryPause {
+    #[inline]
+    pub(crate) fn new() -> Self {
+        Self {
+            #[cfg(not(pitlane_loom))]
+            backoff: crossbeam_utils::Backoff::new(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn pause(&self) {
+        #[cfg(not(pitlane_loom))]
+        self.backoff.spin();
+        #[cfg(pitlane_loom)]
+        pitlane_sync::shim::hint::spin_loop();
+    }
 }
