@@ -27,9 +27,9 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
 use foldhash::fast::FixedState;
-use hashbrown::hash_table::{Entry, HashTable};
+use hashbrown::hash_table::HashTable;
 
-use crate::history::{History, OpId};
+use crate::history::{History, OpId, Operation};
 use crate::spec::SequentialSpec;
 
 /// The answer of the checker.
@@ -258,8 +258,58 @@ impl Bits for WideBits {
     }
 }
 
+/// The events of `ops` (`2 * op` its call, `2 * op + 1` its return) in time order, with
+/// gaps ([`NIL`]) to skip; at equal stamps a call comes before a return, so that touching
+/// operations count as overlapping, and otherwise the lower event number first.
+///
+/// Recorded histories take their stamps from one counter, so the stamps lie close together:
+/// then each event goes straight to its slot in a table indexed by stamp and kind (a
+/// counting sort, linear in the events; sorting them was a tenth of a whole check). Sparse
+/// stamps, or two events with the same stamp and kind, take the sort.
+fn time_order<Op, Ret>(ops: &[Operation<Op, Ret>]) -> Vec<u32> {
+    let events = 2 * ops.len();
+    let earliest = ops.iter().map(|o| o.call).min().unwrap_or(0);
+    let latest = ops.iter().map(|o| o.ret).max().unwrap_or(0);
+    if events > 0 && latest.saturating_sub(earliest) < events as u64 {
+        let span = latest - earliest + 1;
+        // Slot `2 * (stamp - earliest) + kind`, kind 0 for a call and 1 for a return.
+        let mut slots = vec![NIL; 2 * span as usize];
+        let mut clash = false;
+        for (id, op) in ops.iter().enumerate() {
+            for (stamp, kind) in [(op.call, 0), (op.ret, 1)] {
+                // (A stamp out of range, from a return before its call, counts as a clash.)
+                let offset = stamp.wrapping_sub(earliest);
+                match slots.get_mut(2 * offset.min(span) as usize + kind) {
+                    Some(slot) if *slot == NIL => *slot = (2 * id + kind) as u32,
+                    _ => clash = true,
+                }
+            }
+        }
+        if !clash {
+            return slots;
+        }
+    }
+    let mut timed: Vec<(u64, bool, u32)> = Vec::with_capacity(events);
+    for (id, op) in ops.iter().enumerate() {
+        timed.push((op.call, false, 2 * id as u32));
+        timed.push((op.ret, true, 2 * id as u32 + 1));
+    }
+    timed.sort_unstable();
+    timed.into_iter().map(|(_, _, event)| event).collect()
+}
+
 /// Marks the end of the event list.
 const NIL: u32 = u32::MAX;
+
+/// An event's place in the list of the events still in the history.
+#[derive(Clone, Copy)]
+struct Link {
+    prev: u32,
+    next: u32,
+    /// The position of the operation's return among all returns, in time order (kept with
+    /// both of its events, so that the walk over the candidates reads one array).
+    rank: u32,
+}
 
 /// One run of the search over one history.
 ///
@@ -275,11 +325,9 @@ struct Search<'a, S: SequentialSpec, B> {
     spec: &'a S,
     history: &'a History<S::Op, S::Ret>,
     checker: Checker,
-    next: Vec<u32>,
-    prev: Vec<u32>,
+    /// `links[event]`; `links[head]` is the sentinel before the first event.
+    links: Vec<Link>,
     head: u32,
-    /// `rank[op]`: the position of the operation's return among all returns, in time order.
-    rank: Vec<u32>,
     /// `after[op]`: the operations that must take effect before it, beyond real-time order
     /// ([`SequentialSpec::implied_order`]).
     after: Vec<B>,
@@ -292,35 +340,33 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         implied: &[(OpId, OpId)],
         checker: Checker,
     ) -> Self {
-        let ops = history.operations();
-        let mut after = vec![B::empty(ops.len()); ops.len()];
+        let operations = history.operations();
+        let n = operations.len();
+        let mut after = vec![B::empty(n); n];
         for &(first, then) in implied {
-            if first < ops.len() && then < ops.len() {
+            if first < n && then < n {
                 after[then].set(first);
             }
         }
-        let events = 2 * ops.len();
-        // Time order; at equal stamps a call comes before a return, so that touching
-        // operations count as overlapping.
-        let mut timed: Vec<(u64, bool, u32)> = Vec::with_capacity(events);
-        for (id, op) in ops.iter().enumerate() {
-            timed.push((op.call, false, 2 * id as u32));
-            timed.push((op.ret, true, 2 * id as u32 + 1));
-        }
-        timed.sort_unstable();
-        let order = timed.iter().map(|&(_, _, e)| e);
-        let head = events as u32;
-        let mut next = vec![NIL; events + 1];
-        let mut prev = vec![NIL; events + 1];
-        let mut rank = vec![0; ops.len()];
+        let head = 2 * n as u32;
+        let unlinked = Link {
+            prev: NIL,
+            next: NIL,
+            rank: 0,
+        };
+        let mut links = vec![unlinked; 2 * n + 1];
         let mut last = head;
         let mut returns = 0;
-        for e in order {
-            next[last as usize] = e;
-            prev[e as usize] = last;
-            last = e;
-            if e % 2 == 1 {
-                rank[e as usize / 2] = returns;
+        for event in time_order(operations) {
+            if event == NIL {
+                continue;
+            }
+            links[last as usize].next = event;
+            links[event as usize].prev = last;
+            last = event;
+            if event % 2 == 1 {
+                links[event as usize].rank = returns;
+                links[event as usize - 1].rank = returns;
                 returns += 1;
             }
         }
@@ -328,27 +374,25 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             spec,
             history,
             checker,
-            next,
-            prev,
+            links,
             head,
-            rank,
             after,
         }
     }
 
     fn unlink(&mut self, e: u32) {
-        let (p, n) = (self.prev[e as usize], self.next[e as usize]);
-        self.next[p as usize] = n;
-        if n != NIL {
-            self.prev[n as usize] = p;
+        let Link { prev, next, .. } = self.links[e as usize];
+        self.links[prev as usize].next = next;
+        if next != NIL {
+            self.links[next as usize].prev = prev;
         }
     }
 
     fn relink(&mut self, e: u32) {
-        let (p, n) = (self.prev[e as usize], self.next[e as usize]);
-        self.next[p as usize] = e;
-        if n != NIL {
-            self.prev[n as usize] = e;
+        let Link { prev, next, .. } = self.links[e as usize];
+        self.links[prev as usize].next = e;
+        if next != NIL {
+            self.links[next as usize].prev = e;
         }
     }
 
@@ -365,27 +409,43 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
     /// The operations that may take effect next, most urgent first: those called before the
     /// earliest return still in the list (whose operation must take effect before it), in
     /// order of their returns. Returns the operation of that earliest return.
-    fn candidates(&self, into: &mut Vec<u32>) -> u32 {
+    ///
+    /// There is at most one candidate per thread, and calls mostly come in the order of their
+    /// returns, so the list is short and usually sorted already.
+    fn candidates(&self, into: &mut Vec<(u32, u32)>) -> u32 {
         into.clear();
-        let mut event = self.next[self.head as usize];
+        let mut event = self.links[self.head as usize].next;
         while event % 2 == 0 {
-            into.push(event / 2);
-            event = self.next[event as usize];
+            let link = self.links[event as usize];
+            into.push((link.rank, event / 2));
+            event = link.next;
         }
-        into.sort_unstable_by_key(|&op| self.rank[op as usize]);
+        let list = into.as_mut_slice();
+        if list.len() <= 16 {
+            // Insertion sort, cheapest for a few values mostly in order.
+            for i in 1..list.len() {
+                let item = list[i];
+                let mut j = i;
+                while j > 0 && list[j - 1].0 > item.0 {
+                    list[j] = list[j - 1];
+                    j -= 1;
+                }
+                list[j] = item;
+            }
+        } else {
+            list.sort_unstable();
+        }
         event / 2
     }
 
     fn run(mut self) -> (Verdict, SearchStats) {
         let ops = self.history.operations();
         let memoize = self.checker.memoize;
-        let hasher = FixedState::default();
-        // Every state reached (with the memo) or the states on the current path (without).
-        let mut states: Vec<S::State> = Vec::with_capacity(2 * ops.len() + 1);
-        states.push(self.spec.init());
-        // The memo cache: configurations seen, as (linearized set, index of the state).
-        let mut seen: HashTable<(B, u32)> =
-            HashTable::with_capacity(if memoize { 2 * ops.len() } else { 0 });
+        // The states on the current path and (with the memo) those of failed configurations,
+        // each with the hash of its configuration if the memo had to work it out.
+        let mut states: Vec<(S::State, Option<u64>)> = Vec::with_capacity(ops.len() + 1);
+        states.push((self.spec.init(), None));
+        let mut failed = FailedConfigs::<B>::new(ops.len());
         // The operations linearized, in order, each with the state before it.
         let mut taken: Vec<(u32, u32)> = Vec::with_capacity(ops.len());
         let mut state: u32 = 0;
@@ -395,48 +455,49 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         let mut candidates = Vec::with_capacity(16);
         // After undoing a choice, the search resumes with the candidate after it.
         let mut resume_after: Option<u32> = None;
-        while self.next[self.head as usize] != NIL {
+        // Every configuration reached is new (the memo skips the others), so with the memo
+        // the count of configurations is the count of successful steps.
+        let configurations = |stats: &SearchStats| if memoize { stats.linearized } else { 0 };
+        while self.links[self.head as usize].next != NIL {
             let urgent = self.candidates(&mut candidates);
             let first = match resume_after.take() {
                 None => 0,
                 Some(undone) => {
                     1 + candidates
                         .iter()
-                        .position(|&c| c == undone)
+                        .position(|&(_, c)| c == undone)
                         .expect("an undone operation is a candidate again")
                 }
             };
             let mut chosen = None;
-            for &candidate in &candidates[first..] {
+            for &(_, candidate) in &candidates[first..] {
                 stats.steps += 1;
                 if stats.steps > self.checker.budget {
                     stats.steps -= 1;
-                    stats.configurations = seen.len() as u64;
+                    stats.configurations = configurations(&stats);
                     return (Verdict::Unknown { steps: stats.steps }, stats);
                 }
                 if !linearized.contains_all(&self.after[candidate as usize]) {
                     continue;
                 }
                 let op = &ops[candidate as usize];
-                let Some(after) = self.spec.step(&states[state as usize], &op.op, &op.result)
+                let Some(after) = self
+                    .spec
+                    .step(&states[state as usize].0, &op.op, &op.result)
                 else {
                     continue;
                 };
                 let mut with_op = linearized.clone();
                 with_op.set(candidate as usize);
-                if memoize {
-                    let hash = hasher.hash_one((&with_op, &after));
-                    let entry = seen.entry(
-                        hash,
-                        |(bits, s)| *bits == with_op && states[*s as usize] == after,
-                        |(bits, s)| hasher.hash_one((bits, &states[*s as usize])),
-                    );
-                    let Entry::Vacant(vacant) = entry else {
-                        continue;
-                    };
-                    vacant.insert((with_op.clone(), states.len() as u32));
-                }
-                states.push(after);
+                let hash = if memoize {
+                    match failed.lookup(&with_op, &after, &states) {
+                        Lookup::Failed => continue,
+                        Lookup::New { hash } => hash,
+                    }
+                } else {
+                    None
+                };
+                states.push((after, hash));
                 chosen = Some((candidate, with_op));
                 break;
             }
@@ -459,12 +520,14 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 });
             }
             let Some((undone, before)) = taken.pop() else {
-                stats.configurations = seen.len() as u64;
+                stats.configurations = configurations(&stats);
                 let counterexample = longest.expect("a dead end was recorded just above");
                 return (Verdict::NotLinearizable(counterexample), stats);
             };
             stats.backtracks += 1;
-            if !memoize {
+            if memoize {
+                failed.insert(&linearized, state, &states);
+            } else {
                 // Without the cache nothing refers to the abandoned state any more.
                 states.truncate(state as usize);
             }
@@ -473,9 +536,102 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             self.unlift(undone);
             resume_after = Some(undone);
         }
-        stats.configurations = seen.len() as u64;
+        stats.configurations = configurations(&stats);
         let order = taken.into_iter().map(|(id, _)| id as OpId).collect();
         (Verdict::Linearizable(order), stats)
+    }
+}
+
+/// Lowe's cache, holding the configurations found to lead nowhere.
+///
+/// The search reaches a configuration a second time only after it has explored everything
+/// beyond the first visit: every configuration beyond has more operations linearized, and
+/// the search is depth first. So recording a configuration when the search backs out of it
+/// prunes exactly what recording it on arrival would, and costs far less when the history is
+/// linearizable: the search then mostly goes straight through and records almost nothing.
+///
+/// Before a configuration's state is hashed, a filter on linearized sets (a bit per set
+/// hash, modulo its size) says whether any failed configuration could have the same set; most
+/// configurations are then known to be new without hashing their state. A false alarm costs
+/// only the full lookup. No state is hashed twice: a hash worked out for a lookup stays
+/// beside the state in the arena for when its configuration fails.
+struct FailedConfigs<B> {
+    hasher: FixedState,
+    /// How many configurations to make room for at the first failure.
+    expected: usize,
+    /// Bit `set_hash % FILTER_BITS` is set for the linearized set of every failed
+    /// configuration.
+    filter: [u64; FILTER_BITS / 64],
+    /// The failed configurations: (hash of set and state, the set, the state's index).
+    configs: HashTable<(u64, B, u32)>,
+}
+
+/// The size of [`FailedConfigs::filter`]: small beside a search's other work, and sparse
+/// while few configurations have failed (when it saves the most).
+const FILTER_BITS: usize = 4096;
+
+/// What the cache knows of a configuration.
+enum Lookup {
+    /// It failed before.
+    Failed,
+    /// It is new; here is its hash if working out the answer needed it.
+    New { hash: Option<u64> },
+}
+
+impl<B: Bits> FailedConfigs<B> {
+    /// An empty cache (allocating nothing until the first failure) for a history of
+    /// `operations` operations.
+    fn new(operations: usize) -> Self {
+        FailedConfigs {
+            hasher: FixedState::default(),
+            expected: operations,
+            filter: [0; FILTER_BITS / 64],
+            configs: HashTable::new(),
+        }
+    }
+
+    /// The set's hash, and its bit in the filter as (word, mask).
+    fn set_hash(&self, set: &B) -> (u64, usize, u64) {
+        let hash = self.hasher.hash_one(set);
+        let bit = hash as usize % FILTER_BITS;
+        (hash, bit / 64, 1 << (bit % 64))
+    }
+
+    fn config_hash<T: Hash>(&self, set_hash: u64, state: &T) -> u64 {
+        self.hasher.hash_one((set_hash, state))
+    }
+
+    /// Whether the configuration of `set` and `state` failed before; `states` is the arena.
+    fn lookup<T: Eq + Hash>(&self, set: &B, state: &T, states: &[(T, Option<u64>)]) -> Lookup {
+        if self.configs.is_empty() {
+            return Lookup::New { hash: None };
+        }
+        let (set_hash, word, mask) = self.set_hash(set);
+        if self.filter[word] & mask == 0 {
+            return Lookup::New { hash: None };
+        }
+        let hash = self.config_hash(set_hash, state);
+        let seen = self.configs.find(hash, |(h, s, i)| {
+            *h == hash && s == set && states[*i as usize].0 == *state
+        });
+        match seen {
+            Some(_) => Lookup::Failed,
+            None => Lookup::New { hash: Some(hash) },
+        }
+    }
+
+    /// Records that the configuration of `set` and `states[state]` leads nowhere; it must
+    /// not be recorded already.
+    fn insert<T: Hash>(&mut self, set: &B, state: u32, states: &[(T, Option<u64>)]) {
+        if self.configs.capacity() == 0 {
+            self.configs.reserve(self.expected, |&(h, _, _)| h);
+        }
+        let (set_hash, word, mask) = self.set_hash(set);
+        self.filter[word] |= mask;
+        let (reached, hash) = &states[state as usize];
+        let hash = hash.unwrap_or_else(|| self.config_hash(set_hash, reached));
+        self.configs
+            .insert_unique(hash, (hash, set.clone(), state), |&(h, _, _)| h);
     }
 }
 

@@ -33,12 +33,12 @@ pub use semaphore::{SemaphoreOp, SemaphoreRet, SemaphoreSpec};
 pub use stack::StackSpec;
 pub use weak_bag::WeakBagSpec;
 
-use std::collections::HashSet;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 use foldhash::fast::FixedState;
+use hashbrown::hash_table::{Entry, HashTable};
 
-use crate::history::History;
+use crate::history::{History, Operation};
 
 /// An operation on a container of values: a queue, a stack or a bag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,35 +89,114 @@ pub(crate) fn merge_unpopped<T: Clone + Eq + Hash>(
     history: &History<ContainerOp<T>, ContainerRet<T>>,
 ) -> Option<History<ContainerOp<T>, ContainerRet<T>>> {
     let ops = history.operations();
-    let mut popped: HashSet<&T, FixedState> =
-        HashSet::with_capacity_and_hasher(ops.len(), FixedState::default());
-    popped.extend(ops.iter().filter_map(|o| match &o.result {
-        ContainerRet::Popped(v) => Some(v),
-        _ => None,
-    }));
-    // The value of each successful push whose value is never popped.
-    let unpopped: Vec<Option<&T>> = ops
-        .iter()
-        .map(|o| match (&o.op, &o.result) {
-            (ContainerOp::Push(v), ContainerRet::Pushed) if !popped.contains(v) => Some(v),
-            _ => None,
-        })
-        .collect();
-    let mut names = unpopped.iter().flatten();
-    let name = *names.next()?;
-    if names.all(|v| *v == name) {
+    let values = ValueNames::of(ops);
+    let mut popped = vec![false; values.count];
+    for (o, &name) in ops.iter().zip(&values.names) {
+        if let ContainerRet::Popped(_) = o.result {
+            popped[name as usize] = true;
+        }
+    }
+    let unpopped = |o: &Operation<ContainerOp<T>, ContainerRet<T>>, name: u32| {
+        matches!(
+            (&o.op, &o.result),
+            (ContainerOp::Push(_), ContainerRet::Pushed)
+        ) && !popped[name as usize]
+    };
+    let mut named = ops.iter().zip(values.names.iter().copied());
+    let (first, first_name) = named.find(|&(o, name)| unpopped(o, name))?;
+    if !named.any(|(o, name)| unpopped(o, name) && name != first_name) {
         return None;
     }
+    let ContainerOp::Push(value) = &first.op else {
+        unreachable!("a value never popped comes from a push");
+    };
     let renamed = ops
         .iter()
-        .zip(&unpopped)
-        .map(|(o, unpopped)| {
+        .zip(&values.names)
+        .map(|(o, &name)| {
             let mut renamed = o.clone();
-            if unpopped.is_some() {
-                renamed.op = ContainerOp::Push(name.clone());
+            if unpopped(o, name) {
+                renamed.op = ContainerOp::Push(value.clone());
             }
             renamed
         })
         .collect();
     Some(History::from_recorded(renamed))
+}
+
+/// Small numbers standing for the values of a container history, equal for equal values, so
+/// that the aids to the search ([`merge_unpopped`], the FIFO specs' implied orders) pair
+/// pushes with pops through arrays rather than tables of values.
+pub(crate) struct ValueNames {
+    /// `names[op]`: the name of the value the operation pushed successfully or got from a
+    /// pop (`Popped`), or [`ValueNames::NONE`].
+    pub(crate) names: Vec<u32>,
+    /// How many distinct values there are; names run from 0 to `count - 1`.
+    pub(crate) count: usize,
+}
+
+impl ValueNames {
+    /// The name of no value.
+    pub(crate) const NONE: u32 = u32::MAX;
+
+    /// Up to this many operations a value is named by comparing it with the values named
+    /// before it (a few hundred comparisons for 32 operations, cheaper than hashing them);
+    /// beyond, through a hash table.
+    const SCAN_UP_TO: usize = 64;
+
+    pub(crate) fn of<T: Eq + Hash>(ops: &[Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
+        let mut names = Vec::with_capacity(ops.len());
+        let mut count = 0;
+        if ops.len() <= Self::SCAN_UP_TO {
+            let mut distinct: Vec<&T> = Vec::with_capacity(ops.len());
+            for o in ops {
+                let name = match moved_value(o) {
+                    None => Self::NONE,
+                    Some(v) => match distinct.iter().position(|&seen| seen == v) {
+                        Some(name) => name as u32,
+                        None => {
+                            distinct.push(v);
+                            distinct.len() as u32 - 1
+                        }
+                    },
+                };
+                names.push(name);
+            }
+            count = distinct.len();
+        } else {
+            let hasher = FixedState::default();
+            // (hash of the value, its name, an operation that moved it)
+            let mut table: HashTable<(u64, u32, usize)> = HashTable::with_capacity(ops.len());
+            for (id, o) in ops.iter().enumerate() {
+                let Some(v) = moved_value(o) else {
+                    names.push(Self::NONE);
+                    continue;
+                };
+                let hash = hasher.hash_one(v);
+                let entry = table.entry(
+                    hash,
+                    |&(h, _, op)| h == hash && moved_value(&ops[op]) == Some(v),
+                    |&(h, _, _)| h,
+                );
+                let name = match entry {
+                    Entry::Occupied(seen) => seen.get().1,
+                    Entry::Vacant(slot) => {
+                        slot.insert((hash, count as u32, id));
+                        count += 1;
+                        count as u32 - 1
+                    }
+                };
+                names.push(name);
+            }
+        }
+        ValueNames { names, count }
+    }
+}
+
+/// The value a successful push put in, or a pop's result took out.
+fn moved_value<T>(o: &Operation<ContainerOp<T>, ContainerRet<T>>) -> Option<&T> {
+    match (&o.op, &o.result) {
+        (_, ContainerRet::Popped(v)) | (ContainerOp::Push(v), ContainerRet::Pushed) => Some(v),
+        _ => None,
+    }
 }

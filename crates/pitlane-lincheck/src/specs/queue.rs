@@ -1,13 +1,10 @@
-use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
-use foldhash::fast::FixedState;
-
-use super::{ContainerOp, ContainerRet};
-use crate::history::{History, OpId};
+use super::{ContainerOp, ContainerRet, ValueNames};
+use crate::history::{History, OpId, Operation};
 use crate::spec::SequentialSpec;
 
 /// A first-in first-out queue without a bound.
@@ -159,19 +156,30 @@ fn fifo_step<T: Clone + Eq>(
     ret: &ContainerRet<T>,
     capacity: usize,
 ) -> Option<VecDeque<T>> {
+    // The new states are built as vectors of their final size from the old state's slices
+    // (a copy of memory for `Copy` values), then turned into queues without copying.
+    let (front, back) = queue.as_slices();
     match (op, ret) {
         (ContainerOp::Push(v), ContainerRet::Pushed) if queue.len() < capacity => {
-            // One allocation of the final size (a clone, then a push, would grow it again).
-            let mut next = VecDeque::with_capacity(queue.len() + 1);
-            next.extend(queue.iter().cloned());
-            next.push_back(v.clone());
-            Some(next)
+            let mut next = Vec::with_capacity(queue.len() + 1);
+            next.extend_from_slice(front);
+            next.extend_from_slice(back);
+            next.push(v.clone());
+            Some(next.into())
         }
         (ContainerOp::Push(_), ContainerRet::Full) if queue.len() >= capacity => {
             Some(queue.clone())
         }
         (ContainerOp::Pop, ContainerRet::Popped(v)) if queue.front() == Some(v) => {
-            Some(queue.iter().skip(1).cloned().collect())
+            // Everything but the front value, in whichever slice it is.
+            let (front, back) = match front.split_first() {
+                Some((_, rest)) => (rest, back),
+                None => (front, &back[1..]),
+            };
+            let mut next = Vec::with_capacity(queue.len() - 1);
+            next.extend_from_slice(front);
+            next.extend_from_slice(back);
+            Some(next.into())
         }
         (ContainerOp::Pop, ContainerRet::Empty) if queue.is_empty() => Some(queue.clone()),
         _ => None,
@@ -186,113 +194,138 @@ fn fifo_step<T: Clone + Eq>(
 /// `push(y)`, and `pop(x)` before `pop(y)` when both were popped. The same holds along chains
 /// of such steps, so the relation is closed transitively first. Nothing is implied when a
 /// value is pushed or popped twice.
+///
+/// The checker asks this of every history, so it is kept cheap: values are paired with their
+/// pops through one hash table, and the relation is a bit matrix (a row of 64-bit words per
+/// value) closed by Warshall's algorithm a word at a time.
 fn fifo_implied_order<T: Eq + Hash>(
     history: &History<ContainerOp<T>, ContainerRet<T>>,
 ) -> Vec<(OpId, OpId)> {
-    let ops = history.operations();
-    // The push and the pop of each value.
-    let mut ends: HashMap<&T, (Option<OpId>, Option<OpId>), FixedState> =
-        HashMap::with_capacity_and_hasher(ops.len(), FixedState::default());
-    for (id, o) in ops.iter().enumerate() {
-        let (value, end) = match (&o.op, &o.result) {
-            (ContainerOp::Push(v), ContainerRet::Pushed) => (v, 0),
-            (ContainerOp::Pop, ContainerRet::Popped(v)) => (v, 1),
-            _ => continue,
-        };
-        let slot = ends.entry(value).or_default();
-        let slot = if end == 0 { &mut slot.0 } else { &mut slot.1 };
-        if slot.replace(id).is_some() {
-            return Vec::new();
+    let values = match value_lifetimes(history.operations()) {
+        Some(values) if !values.is_empty() => values,
+        _ => return Vec::new(),
+    };
+    let k = values.len();
+    let words = k.div_ceil(64);
+    // Three bit matrices with a row of `words` words per value (bit j of row i in word
+    // j / 64 of it): `by_push`, i's push returned before j's push was called; `by_pop`, i's
+    // pop returned before j's pop was called; `before`, i comes before j.
+    let mut matrices = vec![0u64; 3 * k * words];
+    let (by_push, rest) = matrices.split_at_mut(k * words);
+    let (by_pop, before) = rest.split_at_mut(k * words);
+    for (i, a) in values.iter().enumerate() {
+        for (w, columns) in values.chunks(64).enumerate() {
+            let (push, pop) = columns.iter().rev().fold((0, 0), |(push, pop), b| {
+                (
+                    (push << 1) | u64::from(a.push_ret < b.push_call),
+                    (pop << 1) | u64::from(a.pop_ret < b.pop_call),
+                )
+            });
+            by_push[i * words + w] = push;
+            by_pop[i * words + w] = pop;
+            before[i * words + w] = push | pop;
         }
     }
-    // (push, pop) of each value pushed, in the order of the pushes in the history.
-    let mut values: Vec<(OpId, Option<OpId>)> = ends
-        .into_values()
-        .filter_map(|(push, pop)| Some((push?, pop)))
-        .collect();
-    values.sort_unstable();
-    let k = values.len();
-    // Each value's push and pop intervals; a value never popped gets a pop that is neither
-    // before nor after another (called at the start of time, returning at its end).
-    let push_call: Vec<u64> = values.iter().map(|&(push, _)| ops[push].call).collect();
-    let push_ret: Vec<u64> = values.iter().map(|&(push, _)| ops[push].ret).collect();
-    let pop_call: Vec<u64> = values
-        .iter()
-        .map(|&(_, pop)| pop.map_or(0, |p| ops[p].call))
-        .collect();
-    let pop_ret: Vec<u64> = values
-        .iter()
-        .map(|&(_, pop)| pop.map_or(u64::MAX, |p| ops[p].ret))
-        .collect();
-    let mut implied = Vec::new();
-    let mut imply = |i: usize, j: usize| {
-        // Only what real-time order does not already say.
-        if push_ret[i] >= push_call[j] {
-            implied.push((values[i].0, values[j].0));
-        }
-        if let (Some(a), Some(b)) = (values[i].1, values[j].1) {
-            if pop_ret[i] >= pop_call[j] {
-                implied.push((a, b));
-            }
-        }
-    };
-    if k <= 64 {
-        // Bit j of before[i]: value i comes before value j.
-        let mut before: Vec<u64> = (0..k)
-            .map(|i| {
-                let (push_ret, pop_ret) = (push_ret[i], pop_ret[i]);
-                push_call.iter().zip(&pop_call).enumerate().fold(
-                    0,
-                    |row, (j, (&push_call, &pop_call))| {
-                        let first = (push_ret < push_call) | (pop_ret < pop_call);
-                        row | (u64::from(first) << j)
-                    },
-                )
-            })
-            .collect();
-        // Warshall: whatever comes after m comes after everything before m.
+    // Warshall: whatever comes after m comes after everything before m.
+    if words == 1 {
+        // The usual case (at most 64 values), branch-free so that it vectorizes.
         for m in 0..k {
-            let (bit, reach) = (1u64 << m, before[m]);
-            for row in &mut before {
-                if *row & bit != 0 {
-                    *row |= reach;
-                }
-            }
-        }
-        for (i, &row) in before.iter().enumerate() {
-            let mut later = row;
-            while later != 0 {
-                imply(i, later.trailing_zeros() as usize);
-                later &= later - 1;
+            let reach = before[m];
+            for row in before.iter_mut() {
+                *row |= reach & ((*row >> m) & 1).wrapping_neg();
             }
         }
     } else {
-        let mut before: Vec<Vec<bool>> = (0..k)
-            .map(|i| {
-                (0..k)
-                    .map(|j| push_ret[i] < push_call[j] || pop_ret[i] < pop_call[j])
-                    .collect()
-            })
-            .collect();
         for m in 0..k {
-            let reach = before[m].clone();
-            for row in &mut before {
-                if row[m] {
-                    for (cell, &r) in row.iter_mut().zip(&reach) {
-                        *cell |= r;
+            let (word, bit) = (m / 64, 1u64 << (m % 64));
+            for i in 0..k {
+                if before[i * words + word] & bit != 0 {
+                    for w in 0..words {
+                        before[i * words + w] |= before[m * words + w];
                     }
                 }
             }
         }
-        for (i, row) in before.iter().enumerate() {
-            for (j, &later) in row.iter().enumerate() {
-                if later {
-                    imply(i, j);
+    }
+    // What real-time order does not already say: the bits of `before` missing from
+    // `by_push` (for the pushes) and from `by_pop` (for the pops of values both popped).
+    let mut implied = Vec::with_capacity(k);
+    for (i, a) in values.iter().enumerate() {
+        for w in 0..words {
+            let at = i * words + w;
+            let mut pushes = before[at] & !by_push[at];
+            while pushes != 0 {
+                let b = &values[w * 64 + pushes.trailing_zeros() as usize];
+                pushes &= pushes - 1;
+                implied.push((a.push, b.push));
+            }
+            let Some(a_pop) = a.pop else {
+                continue;
+            };
+            let mut pops = before[at] & !by_pop[at];
+            while pops != 0 {
+                let b = &values[w * 64 + pops.trailing_zeros() as usize];
+                pops &= pops - 1;
+                if let Some(b_pop) = b.pop {
+                    implied.push((a_pop, b_pop));
                 }
             }
         }
     }
     implied
+}
+
+/// A value's time in the queue: its push and (if it was popped) its pop.
+struct Lifetime {
+    push: OpId,
+    pop: Option<OpId>,
+    push_call: u64,
+    push_ret: u64,
+    /// For a value never popped, 0: a pop neither before nor after any other.
+    pop_call: u64,
+    /// For a value never popped, `u64::MAX`.
+    pop_ret: u64,
+}
+
+/// The lifetime of each value pushed successfully, in the order of the pushes in the
+/// history; `None` when a value is pushed twice or popped twice.
+fn value_lifetimes<T: Eq + Hash>(
+    ops: &[Operation<ContainerOp<T>, ContainerRet<T>>],
+) -> Option<Vec<Lifetime>> {
+    const NO_OP: OpId = OpId::MAX;
+    let values = ValueNames::of(ops);
+    // The push and the pop of each value.
+    let mut ends = vec![(NO_OP, NO_OP); values.count];
+    for (id, (o, &name)) in ops.iter().zip(&values.names).enumerate() {
+        let end = match (&o.op, &o.result) {
+            (ContainerOp::Push(_), ContainerRet::Pushed) => &mut ends[name as usize].0,
+            (ContainerOp::Pop, ContainerRet::Popped(_)) => &mut ends[name as usize].1,
+            _ => continue,
+        };
+        if *end != NO_OP {
+            return None;
+        }
+        *end = id;
+    }
+    let lifetimes = ops
+        .iter()
+        .zip(&values.names)
+        .enumerate()
+        .filter(|(_, (o, _))| matches!(o.result, ContainerRet::Pushed))
+        .filter(|(_, (o, _))| matches!(o.op, ContainerOp::Push(_)))
+        .map(|(push, (o, &name))| {
+            let pop = Some(ends[name as usize].1).filter(|&pop| pop != NO_OP);
+            Lifetime {
+                push,
+                pop,
+                push_call: o.call,
+                push_ret: o.ret,
+                pop_call: pop.map_or(0, |p| ops[p].call),
+                pop_ret: pop.map_or(u64::MAX, |p| ops[p].ret),
+            }
+        })
+        .collect();
+    Some(lifetimes)
 }
 
 #[cfg(test)]
