@@ -15,9 +15,32 @@
 //! may rename values so that more states coincide ([`SequentialSpec::canonical`]); and it may
 //! impose orders every linearization respects ([`SequentialSpec::implied_order`]). The FIFO
 //! queue specs do both. On 1000 synthetic queue histories of 4 threads x 8 operations the
-//! memo cache held 446 configurations on average (at most 46,327) with neither, 153 with the
+//! search reached 446 configurations on average (at most 46,327) with neither, 153 with the
 //! renaming, and 40 (at most 704) with both, where 32 is the least possible; at 3 x 20, 3077
 //! (at most 1,279,918), 345, and 65 (at most 320).
+//!
+//! # Cost of one check
+//!
+//! A check of a small history (a few threads, a few dozen operations) is a few dozen
+//! configurations, so what surrounds the search weighs as much as the search itself. Where
+//! the work goes was measured with `valgrind --tool=callgrind` (counts of instructions, the
+//! same whatever the load of the machine), and these choices follow from it; none changes
+//! which configurations the search visits, in which order, or any verdict:
+//!
+//! - Lowe's cache records a configuration when the search backs out of it, not when it
+//!   arrives ([`FailedConfigs`]): a configuration is only ever reached again after its first
+//!   visit failed, so this prunes the same, and a linearizable history, which the search
+//!   mostly crosses without backing out, records almost nothing. A filter on linearized sets
+//!   tells most new configurations from failed ones without hashing their state, and no
+//!   state is hashed twice.
+//! - Events are put in time order by a counting sort over the stamps when they are dense, as
+//!   recorded stamps are ([`time_order`]), rather than by sorting.
+//! - The walk over the candidates reads one array (each event's links and its operation's
+//!   rank) and sorts one word per candidate, by insertion, as there are few.
+//! - States live in an arena and are named by index (never cloned); the specification makes
+//!   each new state in one allocation of its final size.
+//! - The FIFO specs' aids ([`crate::specs::QueueSpec`]) pair values through small numbers
+//!   instead of hash tables of values, and close the implied order over bit matrices.
 //!
 //! The search is deterministic: the same history and specification give the same verdict and
 //! the same order. It stops after a budget of steps (one step per candidate tried) and
@@ -178,7 +201,8 @@ pub struct SearchStats {
     pub linearized: u64,
     /// Choices undone.
     pub backtracks: u64,
-    /// Configurations (linearized set and state) in the memo cache at the end.
+    /// Configurations (linearized set and state) the search reached, each once; with the
+    /// memo this is the count of operations made to take effect, without it 0.
     pub configurations: u64,
 }
 
@@ -264,8 +288,8 @@ impl Bits for WideBits {
 ///
 /// Recorded histories take their stamps from one counter, so the stamps lie close together:
 /// then each event goes straight to its slot in a table indexed by stamp and kind (a
-/// counting sort, linear in the events; sorting them was a tenth of a whole check). Sparse
-/// stamps, or two events with the same stamp and kind, take the sort.
+/// counting sort, linear in the events, where a comparison sort was a large share of a
+/// small check). Sparse stamps, or two events with the same stamp and kind, take the sort.
 fn time_order<Op, Ret>(ops: &[Operation<Op, Ret>]) -> Vec<u32> {
     let events = 2 * ops.len();
     let earliest = ops.iter().map(|o| o.call).min().unwrap_or(0);
@@ -410,14 +434,15 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
     /// earliest return still in the list (whose operation must take effect before it), in
     /// order of their returns. Returns the operation of that earliest return.
     ///
-    /// There is at most one candidate per thread, and calls mostly come in the order of their
-    /// returns, so the list is short and usually sorted already.
-    fn candidates(&self, into: &mut Vec<(u32, u32)>) -> u32 {
+    /// Each candidate is one word, its rank above its operation, so that sorting the words
+    /// sorts by rank. There is at most one candidate per thread, and calls mostly come in the
+    /// order of their returns, so the list is short and usually sorted already.
+    fn candidates(&self, into: &mut Vec<u64>) -> u32 {
         into.clear();
         let mut event = self.links[self.head as usize].next;
         while event % 2 == 0 {
             let link = self.links[event as usize];
-            into.push((link.rank, event / 2));
+            into.push((u64::from(link.rank) << 32) | u64::from(event / 2));
             event = link.next;
         }
         let list = into.as_mut_slice();
@@ -426,7 +451,7 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             for i in 1..list.len() {
                 let item = list[i];
                 let mut j = i;
-                while j > 0 && list[j - 1].0 > item.0 {
+                while j > 0 && list[j - 1] > item {
                     list[j] = list[j - 1];
                     j -= 1;
                 }
@@ -465,12 +490,13 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 Some(undone) => {
                     1 + candidates
                         .iter()
-                        .position(|&(_, c)| c == undone)
+                        .position(|&c| c as u32 == undone)
                         .expect("an undone operation is a candidate again")
                 }
             };
             let mut chosen = None;
-            for &(_, candidate) in &candidates[first..] {
+            for &candidate in &candidates[first..] {
+                let candidate = candidate as u32;
                 stats.steps += 1;
                 if stats.steps > self.checker.budget {
                     stats.steps -= 1;
@@ -584,7 +610,7 @@ impl<B: Bits> FailedConfigs<B> {
     fn new(operations: usize) -> Self {
         FailedConfigs {
             hasher: FixedState::default(),
-            expected: operations,
+            expected: 2 * operations,
             filter: [0; FILTER_BITS / 64],
             configs: HashTable::new(),
         }
@@ -733,5 +759,54 @@ mod tests {
         let memo = Checker::new().check(&QueueSpec::new(), &h);
         assert!(memo.is_linearizable());
         assert_eq!(plain, memo);
+    }
+
+    #[test]
+    fn events_in_time_order_whether_counted_or_sorted() {
+        // Dense stamps take the counting sort; the same history with its stamps spread out,
+        // or with touching operations (a clash of stamps), takes the sort: the same events in
+        // the same order either way, and the same search.
+        use crate::runner::Shape;
+        use crate::synthetic::queue_history;
+        for seed in 0..40 {
+            let dense = queue_history(
+                Shape {
+                    threads: 4,
+                    ops_per_thread: 8,
+                },
+                seed,
+            );
+            let spread = History::from_recorded(
+                dense
+                    .operations()
+                    .iter()
+                    .map(|o| Operation {
+                        call: 1000 * o.call + 7,
+                        ret: 1000 * o.ret + 7,
+                        ..o.clone()
+                    })
+                    .collect(),
+            );
+            assert_eq!(order_of(&dense), order_of(&spread), "seed {seed}");
+            let spec = QueueSpec::new();
+            assert_eq!(
+                Checker::new().check_with_stats(&spec, &dense),
+                Checker::new().check_with_stats(&spec, &spread)
+            );
+        }
+        let mut touching = History::new();
+        touching.add(0, 1..2, Push(1), Pushed).unwrap();
+        touching.add(1, 2..3, Pop, Popped(1)).unwrap();
+        touching.add(2, 2..4, Push(2), Pushed).unwrap();
+        // Two calls at stamp 2 (a clash, so the sort): calls before the return at the same
+        // stamp, and among calls the lower event number first.
+        assert_eq!(order_of(&touching), vec![0, 2, 4, 1, 3, 5]);
+    }
+
+    fn order_of<Op, Ret>(h: &History<Op, Ret>) -> Vec<u32> {
+        time_order(h.operations())
+            .into_iter()
+            .filter(|&e| e != NIL)
+            .collect()
     }
 }

@@ -33,6 +33,7 @@ pub use semaphore::{SemaphoreOp, SemaphoreRet, SemaphoreSpec};
 pub use stack::StackSpec;
 pub use weak_bag::WeakBagSpec;
 
+use std::collections::HashSet;
 use std::hash::{BuildHasher, Hash};
 
 use foldhash::fast::FixedState;
@@ -89,39 +90,67 @@ pub(crate) fn merge_unpopped<T: Clone + Eq + Hash>(
     history: &History<ContainerOp<T>, ContainerRet<T>>,
 ) -> Option<History<ContainerOp<T>, ContainerRet<T>>> {
     let ops = history.operations();
-    let values = ValueNames::of(ops);
-    let mut popped = vec![false; values.count];
-    for (o, &name) in ops.iter().zip(&values.names) {
-        if let ContainerRet::Popped(_) = o.result {
-            popped[name as usize] = true;
-        }
-    }
-    let unpopped = |o: &Operation<ContainerOp<T>, ContainerRet<T>>, name: u32| {
-        matches!(
-            (&o.op, &o.result),
-            (ContainerOp::Push(_), ContainerRet::Pushed)
-        ) && !popped[name as usize]
-    };
-    let mut named = ops.iter().zip(values.names.iter().copied());
-    let (first, first_name) = named.find(|&(o, name)| unpopped(o, name))?;
-    if !named.any(|(o, name)| unpopped(o, name) && name != first_name) {
+    let popped = PoppedValues::of(ops);
+    // The value of a successful push whose value is never popped.
+    let unpopped = |o| unpopped_value(o, &popped);
+    let mut values = ops.iter().filter_map(unpopped);
+    let name = values.next()?;
+    if values.all(|v| v == name) {
         return None;
     }
-    let ContainerOp::Push(value) = &first.op else {
-        unreachable!("a value never popped comes from a push");
-    };
     let renamed = ops
         .iter()
-        .zip(&values.names)
-        .map(|(o, &name)| {
+        .map(|o| {
             let mut renamed = o.clone();
-            if unpopped(o, name) {
-                renamed.op = ContainerOp::Push(value.clone());
+            if unpopped(o).is_some() {
+                renamed.op = ContainerOp::Push(name.clone());
             }
             renamed
         })
         .collect();
     Some(History::from_recorded(renamed))
+}
+
+fn unpopped_value<'a, T: Eq + Hash>(
+    o: &'a Operation<ContainerOp<T>, ContainerRet<T>>,
+    popped: &PoppedValues<'_, T>,
+) -> Option<&'a T> {
+    match (&o.op, &o.result) {
+        (ContainerOp::Push(v), ContainerRet::Pushed) if !popped.contains(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// The values that pops of a container history returned.
+enum PoppedValues<'a, T> {
+    /// For a short history, a list to scan (cheaper than hashing every value).
+    Few(Vec<&'a T>),
+    Many(HashSet<&'a T, FixedState>),
+}
+
+impl<'a, T: Eq + Hash> PoppedValues<'a, T> {
+    fn of(ops: &'a [Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
+        let popped = ops.iter().filter_map(|o| match &o.result {
+            ContainerRet::Popped(v) => Some(v),
+            _ => None,
+        });
+        if ops.len() <= ValueNames::SCAN_UP_TO {
+            let mut values = Vec::with_capacity(ops.len());
+            values.extend(popped);
+            PoppedValues::Few(values)
+        } else {
+            let mut values = HashSet::with_capacity_and_hasher(ops.len(), FixedState::default());
+            values.extend(popped);
+            PoppedValues::Many(values)
+        }
+    }
+
+    fn contains(&self, v: &T) -> bool {
+        match self {
+            PoppedValues::Few(values) => values.contains(&v),
+            PoppedValues::Many(values) => values.contains(v),
+        }
+    }
 }
 
 /// Small numbers standing for the values of a container history, equal for equal values, so
@@ -145,49 +174,59 @@ impl ValueNames {
     const SCAN_UP_TO: usize = 64;
 
     pub(crate) fn of<T: Eq + Hash>(ops: &[Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
+        if ops.len() <= Self::SCAN_UP_TO {
+            Self::by_scan(ops)
+        } else {
+            Self::by_hash(ops)
+        }
+    }
+
+    fn by_scan<T: Eq>(ops: &[Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
+        let mut names = Vec::with_capacity(ops.len());
+        let mut distinct: Vec<&T> = Vec::with_capacity(ops.len());
+        for o in ops {
+            let name = match moved_value(o) {
+                None => Self::NONE,
+                Some(v) => match distinct.iter().position(|&seen| seen == v) {
+                    Some(name) => name as u32,
+                    None => {
+                        distinct.push(v);
+                        distinct.len() as u32 - 1
+                    }
+                },
+            };
+            names.push(name);
+        }
+        let count = distinct.len();
+        ValueNames { names, count }
+    }
+
+    fn by_hash<T: Eq + Hash>(ops: &[Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
         let mut names = Vec::with_capacity(ops.len());
         let mut count = 0;
-        if ops.len() <= Self::SCAN_UP_TO {
-            let mut distinct: Vec<&T> = Vec::with_capacity(ops.len());
-            for o in ops {
-                let name = match moved_value(o) {
-                    None => Self::NONE,
-                    Some(v) => match distinct.iter().position(|&seen| seen == v) {
-                        Some(name) => name as u32,
-                        None => {
-                            distinct.push(v);
-                            distinct.len() as u32 - 1
-                        }
-                    },
-                };
-                names.push(name);
-            }
-            count = distinct.len();
-        } else {
-            let hasher = FixedState::default();
-            // (hash of the value, its name, an operation that moved it)
-            let mut table: HashTable<(u64, u32, usize)> = HashTable::with_capacity(ops.len());
-            for (id, o) in ops.iter().enumerate() {
-                let Some(v) = moved_value(o) else {
-                    names.push(Self::NONE);
-                    continue;
-                };
-                let hash = hasher.hash_one(v);
-                let entry = table.entry(
-                    hash,
-                    |&(h, _, op)| h == hash && moved_value(&ops[op]) == Some(v),
-                    |&(h, _, _)| h,
-                );
-                let name = match entry {
-                    Entry::Occupied(seen) => seen.get().1,
-                    Entry::Vacant(slot) => {
-                        slot.insert((hash, count as u32, id));
-                        count += 1;
-                        count as u32 - 1
-                    }
-                };
-                names.push(name);
-            }
+        let hasher = FixedState::default();
+        // (hash of the value, its name, an operation that moved it)
+        let mut table: HashTable<(u64, u32, usize)> = HashTable::with_capacity(ops.len());
+        for (id, o) in ops.iter().enumerate() {
+            let Some(v) = moved_value(o) else {
+                names.push(Self::NONE);
+                continue;
+            };
+            let hash = hasher.hash_one(v);
+            let entry = table.entry(
+                hash,
+                |&(h, _, op)| h == hash && moved_value(&ops[op]) == Some(v),
+                |&(h, _, _)| h,
+            );
+            let name = match entry {
+                Entry::Occupied(seen) => seen.get().1,
+                Entry::Vacant(slot) => {
+                    slot.insert((hash, count as u32, id));
+                    count += 1;
+                    count as u32 - 1
+                }
+            };
+            names.push(name);
         }
         ValueNames { names, count }
     }
@@ -198,5 +237,50 @@ fn moved_value<T>(o: &Operation<ContainerOp<T>, ContainerRet<T>>) -> Option<&T> 
     match (&o.op, &o.result) {
         (_, ContainerRet::Popped(v)) | (ContainerOp::Push(v), ContainerRet::Pushed) => Some(v),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    #[test]
+    fn values_are_named_alike_by_scan_and_by_hash() {
+        let mut rng = SplitMix64::new(5);
+        for len in [0, 1, 5, 40, 64, 65, 200] {
+            let mut ops = Vec::new();
+            for i in 0..len as u64 {
+                let value = rng.below(len as u64 / 3 + 1);
+                let (op, result) = match rng.below(4) {
+                    0 => (ContainerOp::Push(value), ContainerRet::Pushed),
+                    1 => (ContainerOp::Push(value), ContainerRet::Full),
+                    2 => (ContainerOp::Pop, ContainerRet::Popped(value)),
+                    _ => (ContainerOp::Pop, ContainerRet::Empty),
+                };
+                ops.push(Operation {
+                    thread: i as usize,
+                    call: 2 * i,
+                    ret: 2 * i + 1,
+                    op,
+                    result,
+                });
+            }
+            let (scan, hash) = (ValueNames::by_scan(&ops), ValueNames::by_hash(&ops));
+            assert_eq!(
+                (&scan.names, scan.count),
+                (&hash.names, hash.count),
+                "{len}"
+            );
+            // Equal names exactly for equal values.
+            for (a, &na) in ops.iter().zip(&scan.names) {
+                for (b, &nb) in ops.iter().zip(&scan.names) {
+                    if na != ValueNames::NONE && nb != ValueNames::NONE {
+                        assert_eq!(na == nb, moved_value(a) == moved_value(b));
+                    }
+                }
+                assert_eq!(na == ValueNames::NONE, moved_value(a).is_none());
+            }
+        }
     }
 }

@@ -213,17 +213,27 @@ fn fifo_implied_order<T: Eq + Hash>(
     let mut matrices = vec![0u64; 3 * k * words];
     let (by_push, rest) = matrices.split_at_mut(k * words);
     let (by_pop, before) = rest.split_at_mut(k * words);
-    for (i, a) in values.iter().enumerate() {
-        for (w, columns) in values.chunks(64).enumerate() {
-            let (push, pop) = columns.iter().rev().fold((0, 0), |(push, pop), b| {
-                (
-                    (push << 1) | u64::from(a.push_ret < b.push_call),
-                    (pop << 1) | u64::from(a.pop_ret < b.pop_call),
-                )
-            });
-            by_push[i * words + w] = push;
-            by_pop[i * words + w] = pop;
-            before[i * words + w] = push | pop;
+    // Bits 64 * w .. 64 * w + 63 of row `a`: which of `columns` come after `a`.
+    let later = |a: &Lifetime, columns: &[Lifetime]| {
+        columns.iter().rev().fold((0, 0), |(push, pop), b| {
+            (
+                (push << 1) | u64::from(a.push_ret < b.push_call),
+                (pop << 1) | u64::from(a.pop_ret < b.pop_call),
+            )
+        })
+    };
+    if words == 1 {
+        for (i, a) in values.iter().enumerate() {
+            let (push, pop) = later(a, &values);
+            (by_push[i], by_pop[i], before[i]) = (push, pop, push | pop);
+        }
+    } else {
+        for (i, a) in values.iter().enumerate() {
+            for (w, columns) in values.chunks(64).enumerate() {
+                let (push, pop) = later(a, columns);
+                let at = i * words + w;
+                (by_push[at], by_pop[at], before[at]) = (push, pop, push | pop);
+            }
         }
     }
     // Warshall: whatever comes after m comes after everything before m.
@@ -307,24 +317,21 @@ fn value_lifetimes<T: Eq + Hash>(
         }
         *end = id;
     }
-    let lifetimes = ops
-        .iter()
-        .zip(&values.names)
-        .enumerate()
-        .filter(|(_, (o, _))| matches!(o.result, ContainerRet::Pushed))
-        .filter(|(_, (o, _))| matches!(o.op, ContainerOp::Push(_)))
-        .map(|(push, (o, &name))| {
-            let pop = Some(ends[name as usize].1).filter(|&pop| pop != NO_OP);
-            Lifetime {
-                push,
-                pop,
-                push_call: o.call,
-                push_ret: o.ret,
-                pop_call: pop.map_or(0, |p| ops[p].call),
-                pop_ret: pop.map_or(u64::MAX, |p| ops[p].ret),
-            }
-        })
-        .collect();
+    let mut lifetimes = Vec::with_capacity(values.count);
+    for (push, (o, &name)) in ops.iter().zip(&values.names).enumerate() {
+        let (ContainerOp::Push(_), ContainerRet::Pushed) = (&o.op, &o.result) else {
+            continue;
+        };
+        let pop = Some(ends[name as usize].1).filter(|&pop| pop != NO_OP);
+        lifetimes.push(Lifetime {
+            push,
+            pop,
+            push_call: o.call,
+            push_ret: o.ret,
+            pop_call: pop.map_or(0, |p| ops[p].call),
+            pop_ret: pop.map_or(u64::MAX, |p| ops[p].ret),
+        });
+    }
     Some(lifetimes)
 }
 
@@ -365,5 +372,110 @@ mod tests {
         h.add(0, 0..1, Push('a'), Pushed).unwrap();
         h.add(1, 0..1, Push('a'), Pushed).unwrap();
         assert!(QueueSpec::new().implied_order(&h).is_empty());
+    }
+
+    #[test]
+    fn steps_read_both_halves_of_a_wrapped_queue() {
+        // Capacity 4, then pops and pushes wrap the contents around the end of the buffer.
+        let mut queue: VecDeque<u32> = VecDeque::with_capacity(4);
+        queue.extend([0, 0, 1, 2]);
+        queue.pop_front();
+        queue.pop_front();
+        queue.extend([3, 4]);
+        assert!(!queue.as_slices().1.is_empty(), "the contents wrap");
+        let spec = QueueSpec::new();
+        let pushed = spec.step(&queue, &Push(5), &Pushed).unwrap();
+        assert_eq!(pushed, VecDeque::from([1, 2, 3, 4, 5]));
+        let popped = spec.step(&queue, &Pop, &Popped(1)).unwrap();
+        assert_eq!(popped, VecDeque::from([2, 3, 4]));
+        assert_eq!(spec.step(&queue, &Pop, &Popped(2)), None);
+    }
+
+    /// The implied orders by their definition: value x before y when push(x) returned before
+    /// push(y) was called or pop(x) returned before pop(y) was called, closed transitively
+    /// (a fixed point, cubic), minus what real-time order says.
+    fn implied_by_definition(
+        h: &History<ContainerOp<u64>, ContainerRet<u64>>,
+    ) -> Vec<(OpId, OpId)> {
+        let ops = h.operations();
+        let push_of = |v: u64| {
+            ops.iter()
+                .position(|o| o.op == Push(v) && o.result == Pushed)
+        };
+        let pop_of = |v: u64| {
+            ops.iter()
+                .position(|o| o.op == Pop && o.result == Popped(v))
+        };
+        let values: Vec<(usize, Option<usize>)> = ops
+            .iter()
+            .filter_map(|o| match (o.op, o.result) {
+                (Push(v), Pushed) => Some((push_of(v).unwrap(), pop_of(v))),
+                _ => None,
+            })
+            .collect();
+        let k = values.len();
+        let mut before = vec![vec![false; k]; k];
+        for (i, &(pi, qi)) in values.iter().enumerate() {
+            for (j, &(pj, qj)) in values.iter().enumerate() {
+                before[i][j] = ops[pi].precedes(&ops[pj])
+                    || matches!((qi, qj), (Some(a), Some(b)) if ops[a].precedes(&ops[b]));
+            }
+        }
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for i in 0..k {
+                for j in 0..k {
+                    for m in 0..k {
+                        if before[i][m] && before[m][j] && !before[i][j] {
+                            before[i][j] = true;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+        }
+        let mut implied = Vec::new();
+        for (i, &(pi, qi)) in values.iter().enumerate() {
+            for (j, &(pj, qj)) in values.iter().enumerate() {
+                if !before[i][j] {
+                    continue;
+                }
+                if !ops[pi].precedes(&ops[pj]) {
+                    implied.push((pi, pj));
+                }
+                if let (Some(a), Some(b)) = (qi, qj) {
+                    if !ops[a].precedes(&ops[b]) {
+                        implied.push((a, b));
+                    }
+                }
+            }
+        }
+        implied.sort_unstable();
+        implied
+    }
+
+    #[test]
+    fn implied_orders_match_their_definition_below_and_above_64_values() {
+        use crate::runner::Shape;
+        use crate::synthetic::queue_history;
+        for (threads, ops_per_thread, seeds) in [(4, 8, 60), (3, 20, 20), (3, 50, 3)] {
+            for seed in 0..seeds {
+                let h = queue_history(
+                    Shape {
+                        threads,
+                        ops_per_thread,
+                    },
+                    seed,
+                );
+                let mut implied = QueueSpec::new().implied_order(&h);
+                implied.sort_unstable();
+                assert_eq!(
+                    implied,
+                    implied_by_definition(&h),
+                    "{threads}x{ops_per_thread} seed {seed}"
+                );
+            }
+        }
     }
 }
