@@ -5,7 +5,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use pitlane_lincheck::Settings;
-use pitlane_lincheck::subjects::Registry;
 
 use crate::UsageError;
 
@@ -71,7 +70,7 @@ fn clock_seed() -> u64 {
 }
 
 pub fn run(args: LincheckArgs) -> Result<ExitCode, UsageError> {
-    let registry = Registry::builtin();
+    let registry = crate::queue_subjects::registry();
     if args.list {
         for entry in registry.entries() {
             let broken = if entry.broken {

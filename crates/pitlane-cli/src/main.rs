@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod lincheck_cmd;
+mod queue_subjects;
 
 /// pitlane: lock-free lanes for memory and messages, measured against their peers.
 #[derive(Parser, Debug)]

@@ -129,3 +129,31 @@ fn bad_arguments_are_one_line_errors() {
         "malformed --seed '0xnope'",
     );
 }
+
+#[test]
+fn pitlane_queue_subjects_are_listed_and_pass() {
+    let list = Command::new(env!("CARGO_BIN_EXE_pitlane"))
+        .args(["lincheck", "--list"])
+        .output()
+        .expect("run pitlane");
+    let listed = String::from_utf8_lossy(&list.stdout);
+    for name in [
+        "pitlane-mpmc",
+        "pitlane-mpmc-small-segments",
+        "pitlane-stack",
+        "pitlane-bagpipe",
+    ] {
+        assert!(listed.contains(name), "{name} missing from:\n{listed}");
+        let out = Command::new(env!("CARGO_BIN_EXE_pitlane"))
+            .args(["lincheck", name, "--rounds", "300", "--seed", "7"])
+            .output()
+            .expect("run pitlane");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
