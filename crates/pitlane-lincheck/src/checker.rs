@@ -37,8 +37,9 @@
 //!   recorded stamps are ([`time_order`]), rather than by sorting.
 //! - The walk over the candidates reads one array (each event's links and its operation's
 //!   rank) and sorts one word per candidate, by insertion, as there are few.
-//! - States live in an arena and are named by index (never cloned); the specification makes
-//!   each new state in one allocation of its final size.
+//! - States live in an arena and are named by index (never cloned); the queue and stack
+//!   specifications keep a state of a few values inline ([`crate::specs::QueueState`]), so
+//!   a step allocates nothing and a state is hashed and compared as one slice.
 //! - The FIFO specs' aids ([`crate::specs::QueueSpec`]) pair values through small numbers
 //!   instead of hash tables of values, and close the implied order over bit matrices.
 //!

@@ -22,6 +22,7 @@ mod queue;
 mod register;
 mod semaphore;
 mod stack;
+mod state;
 pub mod weak_bag;
 
 pub use bag::BagSpec;
@@ -31,6 +32,7 @@ pub use queue::{BoundedQueueSpec, QueueSpec};
 pub use register::{RegisterOp, RegisterRet, RegisterSpec};
 pub use semaphore::{SemaphoreOp, SemaphoreRet, SemaphoreSpec};
 pub use stack::StackSpec;
+pub use state::{QueueState, StackState};
 pub use weak_bag::WeakBagSpec;
 
 use std::collections::HashSet;

@@ -1,9 +1,8 @@
-use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
-use super::{ContainerOp, ContainerRet, ValueNames};
+use super::{ContainerOp, ContainerRet, QueueState, ValueNames};
 use crate::history::{History, OpId, Operation};
 use crate::spec::SequentialSpec;
 
@@ -48,18 +47,18 @@ impl<T> Default for QueueSpec<T> {
 impl<T: Clone + Eq + Hash + Debug> SequentialSpec for QueueSpec<T> {
     type Op = ContainerOp<T>;
     type Ret = ContainerRet<T>;
-    type State = VecDeque<T>;
+    type State = QueueState<T>;
 
-    fn init(&self) -> VecDeque<T> {
-        VecDeque::new()
+    fn init(&self) -> QueueState<T> {
+        QueueState::new()
     }
 
     fn step(
         &self,
-        queue: &VecDeque<T>,
+        queue: &QueueState<T>,
         op: &ContainerOp<T>,
         ret: &ContainerRet<T>,
-    ) -> Option<VecDeque<T>> {
+    ) -> Option<QueueState<T>> {
         fifo_step(queue, op, ret, usize::MAX)
     }
 
@@ -120,18 +119,18 @@ impl<T> BoundedQueueSpec<T> {
 impl<T: Clone + Eq + Hash + Debug> SequentialSpec for BoundedQueueSpec<T> {
     type Op = ContainerOp<T>;
     type Ret = ContainerRet<T>;
-    type State = VecDeque<T>;
+    type State = QueueState<T>;
 
-    fn init(&self) -> VecDeque<T> {
-        VecDeque::new()
+    fn init(&self) -> QueueState<T> {
+        QueueState::new()
     }
 
     fn step(
         &self,
-        queue: &VecDeque<T>,
+        queue: &QueueState<T>,
         op: &ContainerOp<T>,
         ret: &ContainerRet<T>,
-    ) -> Option<VecDeque<T>> {
+    ) -> Option<QueueState<T>> {
         fifo_step(queue, op, ret, self.capacity)
     }
 
@@ -151,35 +150,20 @@ impl<T: Clone + Eq + Hash + Debug> SequentialSpec for BoundedQueueSpec<T> {
 }
 
 fn fifo_step<T: Clone + Eq>(
-    queue: &VecDeque<T>,
+    queue: &QueueState<T>,
     op: &ContainerOp<T>,
     ret: &ContainerRet<T>,
     capacity: usize,
-) -> Option<VecDeque<T>> {
-    // The new states are built as vectors of their final size from the old state's slices
-    // (a copy of memory for `Copy` values), then turned into queues without copying.
-    let (front, back) = queue.as_slices();
+) -> Option<QueueState<T>> {
     match (op, ret) {
         (ContainerOp::Push(v), ContainerRet::Pushed) if queue.len() < capacity => {
-            let mut next = Vec::with_capacity(queue.len() + 1);
-            next.extend_from_slice(front);
-            next.extend_from_slice(back);
-            next.push(v.clone());
-            Some(next.into())
+            Some(queue.pushed(v))
         }
         (ContainerOp::Push(_), ContainerRet::Full) if queue.len() >= capacity => {
             Some(queue.clone())
         }
         (ContainerOp::Pop, ContainerRet::Popped(v)) if queue.front() == Some(v) => {
-            // Everything but the front value, in whichever slice it is.
-            let (front, back) = match front.split_first() {
-                Some((_, rest)) => (rest, back),
-                None => (front, &back[1..]),
-            };
-            let mut next = Vec::with_capacity(queue.len() - 1);
-            next.extend_from_slice(front);
-            next.extend_from_slice(back);
-            Some(next.into())
+            Some(queue.popped())
         }
         (ContainerOp::Pop, ContainerRet::Empty) if queue.is_empty() => Some(queue.clone()),
         _ => None,
@@ -339,7 +323,7 @@ fn value_lifetimes<T: Eq + Hash>(
 mod tests {
     use super::*;
     use crate::specs::ContainerOp::{Pop, Push};
-    use crate::specs::ContainerRet::{Popped, Pushed};
+    use crate::specs::ContainerRet::{Empty, Full, Popped, Pushed};
 
     #[test]
     fn pops_in_real_time_order_fix_the_order_of_overlapping_pushes() {
@@ -375,20 +359,21 @@ mod tests {
     }
 
     #[test]
-    fn steps_read_both_halves_of_a_wrapped_queue() {
-        // Capacity 4, then pops and pushes wrap the contents around the end of the buffer.
-        let mut queue: VecDeque<u32> = VecDeque::with_capacity(4);
-        queue.extend([0, 0, 1, 2]);
-        queue.pop_front();
-        queue.pop_front();
-        queue.extend([3, 4]);
-        assert!(!queue.as_slices().1.is_empty(), "the contents wrap");
+    fn steps_push_at_the_back_and_pop_at_the_front() {
+        let queue: QueueState<u32> = [1, 2, 3, 4].into_iter().collect();
         let spec = QueueSpec::new();
         let pushed = spec.step(&queue, &Push(5), &Pushed).unwrap();
-        assert_eq!(pushed, VecDeque::from([1, 2, 3, 4, 5]));
+        assert_eq!(pushed, [1, 2, 3, 4, 5].into_iter().collect());
         let popped = spec.step(&queue, &Pop, &Popped(1)).unwrap();
-        assert_eq!(popped, VecDeque::from([2, 3, 4]));
+        assert_eq!(popped, [2, 3, 4].into_iter().collect());
         assert_eq!(spec.step(&queue, &Pop, &Popped(2)), None);
+        assert_eq!(spec.step(&queue, &Pop, &Empty), None);
+        let empty = QueueState::new();
+        assert_eq!(spec.step(&empty, &Pop, &Empty), Some(QueueState::new()));
+        let bounded = BoundedQueueSpec::new(4);
+        assert_eq!(bounded.step(&queue, &Push(5), &Pushed), None);
+        assert_eq!(bounded.step(&queue, &Push(5), &Full), Some(queue.clone()));
+        assert_eq!(bounded.step(&popped, &Push(5), &Full), None);
     }
 
     /// The implied orders by their definition: value x before y when push(x) returned before

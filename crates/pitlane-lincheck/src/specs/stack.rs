@@ -2,7 +2,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
-use super::{ContainerOp, ContainerRet};
+use super::{ContainerOp, ContainerRet, StackState};
 use crate::history::History;
 use crate::spec::SequentialSpec;
 
@@ -47,24 +47,24 @@ impl<T> Default for StackSpec<T> {
 impl<T: Clone + Eq + Hash + Debug> SequentialSpec for StackSpec<T> {
     type Op = ContainerOp<T>;
     type Ret = ContainerRet<T>;
-    type State = Vec<T>;
+    type State = StackState<T>;
 
-    fn init(&self) -> Vec<T> {
-        Vec::new()
+    fn init(&self) -> StackState<T> {
+        StackState::new()
     }
 
-    fn step(&self, stack: &Vec<T>, op: &ContainerOp<T>, ret: &ContainerRet<T>) -> Option<Vec<T>> {
+    fn step(
+        &self,
+        stack: &StackState<T>,
+        op: &ContainerOp<T>,
+        ret: &ContainerRet<T>,
+    ) -> Option<StackState<T>> {
         match (op, ret) {
-            (ContainerOp::Push(v), ContainerRet::Pushed) => {
-                let mut next = Vec::with_capacity(stack.len() + 1);
-                next.extend_from_slice(stack);
-                next.push(v.clone());
-                Some(next)
+            (ContainerOp::Push(v), ContainerRet::Pushed) => Some(stack.pushed(v)),
+            (ContainerOp::Pop, ContainerRet::Popped(v)) if stack.top() == Some(v) => {
+                Some(stack.popped())
             }
-            (ContainerOp::Pop, ContainerRet::Popped(v)) if stack.last() == Some(v) => {
-                Some(stack[..stack.len() - 1].to_vec())
-            }
-            (ContainerOp::Pop, ContainerRet::Empty) if stack.is_empty() => Some(Vec::new()),
+            (ContainerOp::Pop, ContainerRet::Empty) if stack.is_empty() => Some(StackState::new()),
             _ => None,
         }
     }
