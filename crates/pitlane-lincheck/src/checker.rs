@@ -41,7 +41,12 @@
 //!   specifications keep a state of a few values inline ([`crate::specs::QueueState`]), so
 //!   a step allocates nothing and a state is hashed and compared as one slice.
 //! - The FIFO specs' aids ([`crate::specs::QueueSpec`]) pair values through small numbers
-//!   instead of hash tables of values, and close the implied order over bit matrices.
+//!   instead of hash tables of values, and find the transitively closed implied order from
+//!   the orders of the calls, in time linear in the values (plus the pairs found), where
+//!   closing a matrix of all pairs was a quarter of a check.
+//! - The buffers that do not depend on the specification (the event list, the candidates,
+//!   the stack of choices) are kept by each thread from one check to the next, so checking
+//!   many small histories does not allocate them every time.
 //!
 //! The search is deterministic: the same history and specification give the same verdict and
 //! the same order. It stops after a budget of steps (one step per candidate tried) and
@@ -180,15 +185,53 @@ impl Checker {
         let canonical = spec.canonical(history);
         let history = canonical.as_ref().unwrap_or(history);
         let n = history.len();
-        if n <= 64 {
-            Search::<S, u64>::new(spec, history, &implied, *self).run()
-        } else if n <= 128 {
-            Search::<S, u128>::new(spec, history, &implied, *self).run()
-        } else if n < (u32::MAX / 2) as usize {
-            Search::<S, WideBits>::new(spec, history, &implied, *self).run()
-        } else {
+        if n >= (u32::MAX / 2) as usize {
             // Event numbers are `u32`; no search of two billion operations would end anyway.
-            (Verdict::Unknown { steps: 0 }, SearchStats::default())
+            return (Verdict::Unknown { steps: 0 }, SearchStats::default());
+        }
+        let mut scratch = Scratch::take();
+        let result = if n <= 64 {
+            Search::<S, u64>::new(spec, history, &implied, *self, &mut scratch).run(&mut scratch)
+        } else if n <= 128 {
+            Search::<S, u128>::new(spec, history, &implied, *self, &mut scratch).run(&mut scratch)
+        } else {
+            Search::<S, WideBits>::new(spec, history, &implied, *self, &mut scratch)
+                .run(&mut scratch)
+        };
+        scratch.give_back();
+        result
+    }
+}
+
+/// The buffers of a search that do not depend on the specification, kept by each thread
+/// from one check to the next so that checking many small histories does not allocate them
+/// every time.
+#[derive(Default)]
+struct Scratch {
+    links: Vec<Link>,
+    slots: Vec<u32>,
+    candidates: Vec<u64>,
+    taken: Vec<(u32, u32)>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+}
+
+impl Scratch {
+    /// Buffers kept beyond this many entries are let go rather than kept for the next check.
+    const KEEP_UP_TO: usize = 1 << 12;
+
+    /// This thread's buffers (empty ones if a check on this thread is already using them,
+    /// or the thread is being torn down).
+    fn take() -> Self {
+        SCRATCH.try_with(std::cell::Cell::take).unwrap_or_default()
+    }
+
+    /// Returns the buffers to this thread for its next check, if they are not large.
+    fn give_back(self) {
+        if self.links.capacity() <= Self::KEEP_UP_TO && self.slots.capacity() <= Self::KEEP_UP_TO {
+            let _ = SCRATCH.try_with(|scratch| scratch.set(self));
         }
     }
 }
@@ -291,27 +334,28 @@ impl Bits for WideBits {
 /// then each event goes straight to its slot in a table indexed by stamp and kind (a
 /// counting sort, linear in the events, where a comparison sort was a large share of a
 /// small check). Sparse stamps, or two events with the same stamp and kind, take the sort.
-fn time_order<Op, Ret>(ops: &[Operation<Op, Ret>]) -> Vec<u32> {
+fn time_order<Op, Ret>(ops: &[Operation<Op, Ret>], into: &mut Vec<u32>) {
     let events = 2 * ops.len();
     let earliest = ops.iter().map(|o| o.call).min().unwrap_or(0);
     let latest = ops.iter().map(|o| o.ret).max().unwrap_or(0);
     if events > 0 && latest.saturating_sub(earliest) < events as u64 {
         let span = latest - earliest + 1;
         // Slot `2 * (stamp - earliest) + kind`, kind 0 for a call and 1 for a return.
-        let mut slots = vec![NIL; 2 * span as usize];
+        into.clear();
+        into.resize(2 * span as usize, NIL);
         let mut clash = false;
         for (id, op) in ops.iter().enumerate() {
             for (stamp, kind) in [(op.call, 0), (op.ret, 1)] {
                 // (A stamp out of range, from a return before its call, counts as a clash.)
                 let offset = stamp.wrapping_sub(earliest);
-                match slots.get_mut(2 * offset.min(span) as usize + kind) {
+                match into.get_mut(2 * offset.min(span) as usize + kind) {
                     Some(slot) if *slot == NIL => *slot = (2 * id + kind) as u32,
                     _ => clash = true,
                 }
             }
         }
         if !clash {
-            return slots;
+            return;
         }
     }
     let mut timed: Vec<(u64, bool, u32)> = Vec::with_capacity(events);
@@ -320,7 +364,8 @@ fn time_order<Op, Ret>(ops: &[Operation<Op, Ret>]) -> Vec<u32> {
         timed.push((op.ret, true, 2 * id as u32 + 1));
     }
     timed.sort_unstable();
-    timed.into_iter().map(|(_, _, event)| event).collect()
+    into.clear();
+    into.extend(timed.into_iter().map(|(_, _, event)| event));
 }
 
 /// Marks the end of the event list.
@@ -364,6 +409,7 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         history: &'a History<S::Op, S::Ret>,
         implied: &[(OpId, OpId)],
         checker: Checker,
+        scratch: &mut Scratch,
     ) -> Self {
         let operations = history.operations();
         let n = operations.len();
@@ -379,10 +425,13 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             next: NIL,
             rank: 0,
         };
-        let mut links = vec![unlinked; 2 * n + 1];
+        let mut links = std::mem::take(&mut scratch.links);
+        links.clear();
+        links.resize(2 * n + 1, unlinked);
         let mut last = head;
         let mut returns = 0;
-        for event in time_order(operations) {
+        time_order(operations, &mut scratch.slots);
+        for &event in &scratch.slots {
             if event == NIL {
                 continue;
             }
@@ -464,7 +513,21 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         event / 2
     }
 
-    fn run(mut self) -> (Verdict, SearchStats) {
+    fn run(mut self, scratch: &mut Scratch) -> (Verdict, SearchStats) {
+        let mut candidates = std::mem::take(&mut scratch.candidates);
+        let mut taken = std::mem::take(&mut scratch.taken);
+        taken.clear();
+        let result = self.search(&mut candidates, &mut taken);
+        (scratch.candidates, scratch.taken) = (candidates, taken);
+        scratch.links = self.links;
+        result
+    }
+
+    fn search(
+        &mut self,
+        candidates: &mut Vec<u64>,
+        taken: &mut Vec<(u32, u32)>,
+    ) -> (Verdict, SearchStats) {
         let ops = self.history.operations();
         let memoize = self.checker.memoize;
         // The states on the current path and (with the memo) those of failed configurations,
@@ -472,20 +535,18 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         let mut states: Vec<(S::State, Option<u64>)> = Vec::with_capacity(ops.len() + 1);
         states.push((self.spec.init(), None));
         let mut failed = FailedConfigs::<B>::new(ops.len());
-        // The operations linearized, in order, each with the state before it.
-        let mut taken: Vec<(u32, u32)> = Vec::with_capacity(ops.len());
+        // The operations linearized, in order, each with the state before it: `taken`.
         let mut state: u32 = 0;
         let mut linearized = B::empty(ops.len());
         let mut longest: Option<Counterexample> = None;
         let mut stats = SearchStats::default();
-        let mut candidates = Vec::with_capacity(16);
         // After undoing a choice, the search resumes with the candidate after it.
         let mut resume_after: Option<u32> = None;
         // Every configuration reached is new (the memo skips the others), so with the memo
         // the count of configurations is the count of successful steps.
         let configurations = |stats: &SearchStats| if memoize { stats.linearized } else { 0 };
         while self.links[self.head as usize].next != NIL {
-            let urgent = self.candidates(&mut candidates);
+            let urgent = self.candidates(candidates);
             let first = match resume_after.take() {
                 None => 0,
                 Some(undone) => {
@@ -564,7 +625,7 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             resume_after = Some(undone);
         }
         stats.configurations = configurations(&stats);
-        let order = taken.into_iter().map(|(id, _)| id as OpId).collect();
+        let order = taken.iter().map(|&(id, _)| id as OpId).collect();
         (Verdict::Linearizable(order), stats)
     }
 }
@@ -805,9 +866,8 @@ mod tests {
     }
 
     fn order_of<Op, Ret>(h: &History<Op, Ret>) -> Vec<u32> {
-        time_order(h.operations())
-            .into_iter()
-            .filter(|&e| e != NIL)
-            .collect()
+        let mut events = Vec::new();
+        time_order(h.operations(), &mut events);
+        events.into_iter().filter(|&e| e != NIL).collect()
     }
 }

@@ -3,7 +3,7 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 
 use super::{ContainerOp, ContainerRet, QueueState, ValueNames};
-use crate::history::{History, OpId, Operation};
+use crate::history::{History, OpId};
 use crate::spec::SequentialSpec;
 
 /// A first-in first-out queue without a bound.
@@ -179,145 +179,226 @@ fn fifo_step<T: Clone + Eq>(
 /// of such steps, so the relation is closed transitively first. Nothing is implied when a
 /// value is pushed or popped twice.
 ///
-/// The checker asks this of every history, so it is kept cheap: values are paired with their
-/// pops through one hash table, and the relation is a bit matrix (a row of 64-bit words per
-/// value) closed by Warshall's algorithm a word at a time.
+/// The checker asks this of every history, so it is computed in one walk over the history's
+/// events in time order and work linear in the values (plus the pairs returned), not by
+/// closing a matrix of all pairs. Number the calls of pushes in time order, and those of pops
+/// likewise. The values whose push was called after `push(x)` returned are those whose push
+/// call has a number at least `a`, the count of push calls before that return: a suffix of
+/// the push calls, `P(a)`; those popped after `pop(x)` returned are a suffix `Q(b)` of the pop
+/// calls. The suffixes of one order are nested, so the union of `P(a)` over a set of values
+/// is `P` of their least `a`. Hence what `x` comes before, directly or along chains, is
+/// `P(a) ∪ Q(b)` for the least fixed point of: `a` and `b` start at `x`'s own counts and drop
+/// to the least counts of any value in `P(a) ∪ Q(b)`. With the least counts of every suffix
+/// worked out beforehand, each round of that is a few lookups, and there are few rounds.
 fn fifo_implied_order<T: Eq + Hash>(
     history: &History<ContainerOp<T>, ContainerRet<T>>,
 ) -> Vec<(OpId, OpId)> {
-    let values = match value_lifetimes(history.operations()) {
-        Some(values) if !values.is_empty() => values,
-        _ => return Vec::new(),
-    };
-    let k = values.len();
-    let words = k.div_ceil(64);
-    // Three bit matrices with a row of `words` words per value (bit j of row i in word
-    // j / 64 of it): `by_push`, i's push returned before j's push was called; `by_pop`, i's
-    // pop returned before j's pop was called; `before`, i comes before j.
-    let mut matrices = vec![0u64; 3 * k * words];
-    let (by_push, rest) = matrices.split_at_mut(k * words);
-    let (by_pop, before) = rest.split_at_mut(k * words);
-    // Bits 64 * w .. 64 * w + 63 of row `a`: which of `columns` come after `a`.
-    let later = |a: &Lifetime, columns: &[Lifetime]| {
-        columns.iter().rev().fold((0, 0), |(push, pop), b| {
-            (
-                (push << 1) | u64::from(a.push_ret < b.push_call),
-                (pop << 1) | u64::from(a.pop_ret < b.pop_call),
-            )
-        })
-    };
-    if words == 1 {
-        for (i, a) in values.iter().enumerate() {
-            let (push, pop) = later(a, &values);
-            (by_push[i], by_pop[i], before[i]) = (push, pop, push | pop);
+    let ops = history.operations();
+    let values = ValueNames::of(ops);
+    let k = values.count;
+    // Per value (by name): its push and its pop ([`NO_OP`] if none), how many push calls came
+    // before its push returned (`a`) and how many pop calls before its pop returned (`b`;
+    // for a value never popped, all of them), its places in the orders of push calls and pop
+    // calls; then those orders, as names. One buffer for all.
+    let mut buffer = vec![NO_OP; 8 * k];
+    let (push, rest) = buffer.split_at_mut(k);
+    let (pop, rest) = rest.split_at_mut(k);
+    let (push_count, rest) = rest.split_at_mut(k);
+    let (pop_count, rest) = rest.split_at_mut(k);
+    let (push_rank, rest) = rest.split_at_mut(k);
+    let (pop_rank, rest) = rest.split_at_mut(k);
+    let (push_order, pop_order) = rest.split_at_mut(k);
+    for (id, (o, &name)) in ops.iter().zip(&values.names).enumerate() {
+        let end = match (&o.op, &o.result) {
+            (ContainerOp::Push(_), ContainerRet::Pushed) => &mut push[name as usize],
+            (ContainerOp::Pop, ContainerRet::Popped(_)) => &mut pop[name as usize],
+            _ => continue,
+        };
+        if *end != NO_OP {
+            return Vec::new();
         }
-    } else {
-        for (i, a) in values.iter().enumerate() {
-            for (w, columns) in values.chunks(64).enumerate() {
-                let (push, pop) = later(a, columns);
-                let at = i * words + w;
-                (by_push[at], by_pop[at], before[at]) = (push, pop, push | pop);
-            }
+        *end = id as u32;
+    }
+    // The calls of the pushes, then of the pops, as (stamp, name) in time order; at equal
+    // stamps calls count as coming first (a push called at the stamp another returned does
+    // not come after it), so the order among calls of one stamp does not matter.
+    let mut calls: Vec<(u64, u32)> = Vec::with_capacity(2 * k);
+    for (name, &id) in push.iter().enumerate() {
+        if id != NO_OP {
+            calls.push((ops[id as usize].call, name as u32));
         }
     }
-    // Warshall: whatever comes after m comes after everything before m.
-    if words == 1 {
-        // The usual case (at most 64 values), branch-free so that it vectorizes.
-        for m in 0..k {
-            let reach = before[m];
-            for row in before.iter_mut() {
-                *row |= reach & ((*row >> m) & 1).wrapping_neg();
-            }
-        }
-    } else {
-        for m in 0..k {
-            let (word, bit) = (m / 64, 1u64 << (m % 64));
-            for i in 0..k {
-                if before[i * words + word] & bit != 0 {
-                    for w in 0..words {
-                        before[i * words + w] |= before[m * words + w];
-                    }
-                }
-            }
+    let kp = calls.len();
+    if kp == 0 {
+        return Vec::new();
+    }
+    for (name, &id) in pop.iter().enumerate() {
+        if id != NO_OP && push[name] != NO_OP {
+            calls.push((ops[id as usize].call, name as u32));
         }
     }
-    // What real-time order does not already say: the bits of `before` missing from
-    // `by_push` (for the pushes) and from `by_pop` (for the pops of values both popped).
+    let kq = calls.len() - kp;
+    let (push_calls, pop_calls) = calls.split_at_mut(kp);
+    sort_by_stamp(push_calls);
+    sort_by_stamp(pop_calls);
+    for (order, rank, sorted) in [
+        (&mut *push_order, &mut *push_rank, &*push_calls),
+        (&mut *pop_order, &mut *pop_rank, &*pop_calls),
+    ] {
+        for (r, &(_, name)) in sorted.iter().enumerate() {
+            order[r] = name;
+            rank[name as usize] = r as u32;
+        }
+    }
+    // How many calls came before each return (calls first at equal stamps): a pointer into
+    // the sorted calls that moves forward while the returns come in order, as they mostly
+    // do, and a binary search when one does not.
+    let (mut p, mut q) = (Counter::default(), Counter::default());
+    for (id, (o, &name)) in ops.iter().zip(&values.names).enumerate() {
+        if name == ValueNames::NONE || push[name as usize] == NO_OP {
+            continue;
+        }
+        if push[name as usize] == id as u32 {
+            push_count[name as usize] = p.calls_before(push_calls, o.ret);
+        } else if pop[name as usize] == id as u32 {
+            pop_count[name as usize] = q.calls_before(pop_calls, o.ret);
+        }
+    }
+    let (push_order, pop_order) = (&push_order[..kp], &pop_order[..kq]);
+    for count in pop_count.iter_mut() {
+        *count = (*count).min(kq as u32);
+    }
+    // The least push count and the least pop count over each suffix of the push calls
+    // (`at_p`) and of the pop calls (`at_q`); past the end, counts that name empty suffixes.
+    let mut least = vec![(kp as u32, kq as u32); kp + kq + 2];
+    let (at_p, at_q) = least.split_at_mut(kp + 1);
+    for (at, order) in [(at_p, push_order), (at_q, pop_order)] {
+        for (r, &v) in order.iter().enumerate().rev() {
+            let (a, b) = at[r + 1];
+            at[r] = (a.min(push_count[v as usize]), b.min(pop_count[v as usize]));
+        }
+    }
+    let (at_p, at_q) = least.split_at(kp + 1);
+    // What `v` comes before, as the counts `(a, b)` of `P(a) ∪ Q(b)`.
+    let closure = |v: usize| {
+        let (mut a, mut b) = (push_count[v], pop_count[v]);
+        loop {
+            let (pa, pb) = at_p[a as usize];
+            let (qa, qb) = at_q[b as usize];
+            let next = (a.min(pa).min(qa), b.min(pb).min(qb));
+            if next == (a, b) {
+                return (a as usize, b as usize);
+            }
+            (a, b) = next;
+        }
+    };
     let mut implied = Vec::with_capacity(k);
-    for (i, a) in values.iter().enumerate() {
-        for w in 0..words {
-            let at = i * words + w;
-            let mut pushes = before[at] & !by_push[at];
-            while pushes != 0 {
-                let b = &values[w * 64 + pushes.trailing_zeros() as usize];
-                pushes &= pushes - 1;
-                implied.push((a.push, b.push));
+    // The values in the order of their pushes in the history.
+    let pushes = values
+        .names
+        .iter()
+        .enumerate()
+        .filter(|&(id, &name)| name != ValueNames::NONE && push[name as usize] == id as u32)
+        .map(|(_, &name)| name as usize);
+    if k <= 64 {
+        // Each suffix as a bit mask over the values' names.
+        let (mut p, mut q) = ([0u64; 65], [0u64; 65]);
+        for (masks, order) in [(&mut p, push_order), (&mut q, pop_order)] {
+            for (r, &v) in order.iter().enumerate().rev() {
+                masks[r] = masks[r + 1] | 1 << v;
             }
-            let Some(a_pop) = a.pop else {
-                continue;
-            };
-            let mut pops = before[at] & !by_pop[at];
-            while pops != 0 {
-                let b = &values[w * 64 + pops.trailing_zeros() as usize];
-                pops &= pops - 1;
-                if let Some(b_pop) = b.pop {
-                    implied.push((a_pop, b_pop));
+        }
+        let popped = q[0];
+        for v in pushes {
+            let (a, b) = closure(v);
+            // Those of `P(a) ∪ Q(b)` that real time does not already put after push(v).
+            let after_push = p[push_count[v] as usize];
+            for w in bits((p[a] & !after_push) | (q[b] & !p[a])) {
+                implied.push((push[v] as OpId, push[w] as OpId));
+            }
+            if pop[v] != NO_OP {
+                let after_pop = q[pop_count[v] as usize];
+                for w in bits((q[b] & !after_pop) | (p[a] & popped & !q[b])) {
+                    implied.push((pop[v] as OpId, pop[w] as OpId));
                 }
+            }
+        }
+    } else {
+        // The same sets, as ranges of the call orders and filtered scans of them.
+        for v in pushes {
+            let (a, b) = closure(v);
+            let to = |w: &u32| (push[v] as OpId, push[*w as usize] as OpId);
+            implied.extend(push_order[a..push_count[v] as usize].iter().map(to));
+            let not_in_p = pop_order[b..]
+                .iter()
+                .filter(|&&w| push_rank[w as usize] < a as u32);
+            implied.extend(not_in_p.map(to));
+            if pop[v] != NO_OP {
+                let to = |w: &u32| (pop[v] as OpId, pop[*w as usize] as OpId);
+                implied.extend(pop_order[b..pop_count[v] as usize].iter().map(to));
+                let not_in_q = push_order[a..]
+                    .iter()
+                    .filter(|&&w| pop[w as usize] != NO_OP && pop_rank[w as usize] < b as u32);
+                implied.extend(not_in_q.map(to));
             }
         }
     }
     implied
 }
 
-/// A value's time in the queue: its push and (if it was popped) its pop.
-struct Lifetime {
-    push: OpId,
-    pop: Option<OpId>,
-    push_call: u64,
-    push_ret: u64,
-    /// For a value never popped, 0: a pop neither before nor after any other.
-    pop_call: u64,
-    /// For a value never popped, `u64::MAX`.
-    pop_ret: u64,
+/// Sorts `items` by their stamps. They come mostly in order (histories list operations about
+/// in the order of their returns), so a short list takes an insertion sort.
+fn sort_by_stamp(items: &mut [(u64, u32)]) {
+    if items.len() > 64 {
+        items.sort_unstable_by_key(|&(stamp, _)| stamp);
+        return;
+    }
+    for i in 1..items.len() {
+        let item = items[i];
+        let mut j = i;
+        while j > 0 && items[j - 1].0 > item.0 {
+            items[j] = items[j - 1];
+            j -= 1;
+        }
+        items[j] = item;
+    }
 }
 
-/// The lifetime of each value pushed successfully, in the order of the pushes in the
-/// history; `None` when a value is pushed twice or popped twice.
-fn value_lifetimes<T: Eq + Hash>(
-    ops: &[Operation<ContainerOp<T>, ContainerRet<T>>],
-) -> Option<Vec<Lifetime>> {
-    const NO_OP: OpId = OpId::MAX;
-    let values = ValueNames::of(ops);
-    // The push and the pop of each value.
-    let mut ends = vec![(NO_OP, NO_OP); values.count];
-    for (id, (o, &name)) in ops.iter().zip(&values.names).enumerate() {
-        let end = match (&o.op, &o.result) {
-            (ContainerOp::Push(_), ContainerRet::Pushed) => &mut ends[name as usize].0,
-            (ContainerOp::Pop, ContainerRet::Popped(_)) => &mut ends[name as usize].1,
-            _ => continue,
-        };
-        if *end != NO_OP {
-            return None;
-        }
-        *end = id;
-    }
-    let mut lifetimes = Vec::with_capacity(values.count);
-    for (push, (o, &name)) in ops.iter().zip(&values.names).enumerate() {
-        let (ContainerOp::Push(_), ContainerRet::Pushed) = (&o.op, &o.result) else {
-            continue;
-        };
-        let pop = Some(ends[name as usize].1).filter(|&pop| pop != NO_OP);
-        lifetimes.push(Lifetime {
-            push,
-            pop,
-            push_call: o.call,
-            push_ret: o.ret,
-            pop_call: pop.map_or(0, |p| ops[p].call),
-            pop_ret: pop.map_or(u64::MAX, |p| ops[p].ret),
-        });
-    }
-    Some(lifetimes)
+/// Counts the calls before one return after another.
+#[derive(Default)]
+struct Counter {
+    /// The last return asked about.
+    last: u64,
+    /// How many calls came before it.
+    count: usize,
 }
+
+impl Counter {
+    /// How many of `calls` (sorted by stamp) have a stamp at most `ret`.
+    fn calls_before(&mut self, calls: &[(u64, u32)], ret: u64) -> u32 {
+        if ret < self.last {
+            self.count = calls.partition_point(|&(call, _)| call <= ret);
+        } else {
+            while calls.get(self.count).is_some_and(|&(call, _)| call <= ret) {
+                self.count += 1;
+            }
+        }
+        self.last = ret;
+        self.count as u32
+    }
+}
+
+/// The set bits of `mask`, lowest first.
+fn bits(mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let bit = mask.trailing_zeros() as usize;
+        mask &= mask.wrapping_sub(1);
+        (bit < 64).then_some(bit)
+    })
+}
+
+/// No operation.
+const NO_OP: u32 = u32::MAX;
 
 #[cfg(test)]
 mod tests {
