@@ -171,6 +171,9 @@ pub struct RunConfig {
     pub quick: bool,
     /// `--threads`: overrides the thread counts of workloads that sweep them.
     pub threads: Option<Vec<usize>>,
+    /// `--subjects`: when set, only subjects whose name contains one of these strings
+    /// (ignoring case) are measured; the others are left out of the report.
+    pub subjects: Option<Vec<String>>,
 }
 
 impl RunConfig {
@@ -179,6 +182,7 @@ impl RunConfig {
         Self {
             quick: false,
             threads: None,
+            subjects: None,
         }
     }
 
@@ -187,6 +191,7 @@ impl RunConfig {
         Self {
             quick: true,
             threads: None,
+            subjects: None,
         }
     }
 
@@ -203,6 +208,17 @@ impl RunConfig {
     /// `quick` when `--quick`, else `full`: for sizes and durations.
     pub fn pick<T>(&self, full: T, quick: T) -> T {
         if self.quick { quick } else { full }
+    }
+
+    /// Whether the subject `name` is to be measured (see [`subjects`](Self::subjects)).
+    pub fn wants(&self, name: &str) -> bool {
+        match &self.subjects {
+            None => true,
+            Some(patterns) => {
+                let name = name.to_lowercase();
+                patterns.iter().any(|p| name.contains(&p.to_lowercase()))
+            }
+        }
     }
 
     /// A run duration: `full_ms` milliseconds, a fifth of that when quick.
@@ -469,6 +485,10 @@ impl Bench {
 
     /// Runs `case`: a checked warm-up round, then the configured number of interleaved rounds.
     pub fn measure(&mut self, mut case: Case<'_>) -> Result<(), BenchError> {
+        case.subjects.retain(|s| self.config.wants(&s.name));
+        if case.subjects.is_empty() {
+            return Ok(());
+        }
         let reps = self.config.reps();
         let n = case.subjects.len();
         let label = format!(
@@ -665,6 +685,35 @@ mod tests {
             }));
         bench.measure(case).unwrap();
         assert_eq!(order.into_inner(), ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a']);
+    }
+
+    #[test]
+    fn only_the_chosen_subjects_run() {
+        use std::cell::Cell;
+        let ran_b = Cell::new(false);
+        let mut bench = Bench::new(RunConfig {
+            subjects: Some(vec!["SEGq".into()]),
+            ..RunConfig::quick()
+        });
+        bench.begin_suite("s");
+        let m = Metric::new("x", "x", Better::Lower);
+        let case = Case::new("w", Params::new(), vec![m.clone()])
+            .subject(Subject::ours("pitlane::x", || Ok(vec![1.0])))
+            .subject(Subject::peer("crossbeam::SegQueue", || Ok(vec![2.0])))
+            .subject(Subject::peer("other", || {
+                ran_b.set(true);
+                Ok(vec![3.0])
+            }));
+        bench.measure(case).unwrap();
+        // A case none of whose subjects is chosen is skipped entirely.
+        let case = Case::new("v", Params::new(), vec![m])
+            .subject(Subject::ours("a", || Err("must not run".into())));
+        bench.measure(case).unwrap();
+        let report = bench.finish();
+        assert!(!ran_b.get());
+        let names: Vec<&str> = report.records.iter().map(|r| r.subject.as_str()).collect();
+        assert_eq!(names, ["crossbeam::SegQueue"]);
+        assert!(report.ratios.is_empty());
     }
 
     #[test]

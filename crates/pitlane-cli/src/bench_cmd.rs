@@ -22,12 +22,28 @@ pub struct BenchArgs {
     /// Thread counts for workloads that sweep them, e.g. 1,2,4.
     #[arg(long, value_name = "LIST")]
     threads: Option<String>,
+    /// Measure only the subjects whose name contains one of these strings (comma-separated,
+    /// ignoring case), e.g. `--subjects mpmc,SegQueue`; ratios need both sides present.
+    #[arg(long, value_name = "LIST")]
+    subjects: Option<String>,
     /// Also write results.json to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Directory for report.md, report.html and results.json.
     #[arg(long, value_name = "DIR", default_value = "target/pitlane-report")]
     out: PathBuf,
+}
+
+/// Parses `mpmc,SegQueue`: non-empty name fragments separated by commas.
+pub fn parse_subjects(list: &str) -> Result<Vec<String>, String> {
+    let parts: Vec<String> = list.split(',').map(|p| p.trim().to_string()).collect();
+    if parts.iter().any(String::is_empty) {
+        return Err(format!(
+            "--subjects {list:?}: expected comma-separated parts of subject names, none empty \
+             (e.g. --subjects mpmc,SegQueue)"
+        ));
+    }
+    Ok(parts)
 }
 
 /// Parses `1,2,4`: positive integers separated by commas.
@@ -100,6 +116,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
         .map(parse_threads)
         .transpose()
         .map_err(UsageError)?;
+    let subjects = args
+        .subjects
+        .as_deref()
+        .map(parse_subjects)
+        .transpose()
+        .map_err(UsageError)?;
     check_writable_dir(&args.out).map_err(UsageError)?;
     if let Some(json) = &args.json {
         check_writable_file(json).map_err(UsageError)?;
@@ -108,6 +130,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
     let mut bench = Bench::new(RunConfig {
         quick: args.quick,
         threads,
+        subjects,
     });
     for suite in chosen {
         eprintln!("pitlane bench: running suite '{}'", suite.name());
@@ -135,7 +158,18 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_threads;
+    use super::{parse_subjects, parse_threads};
+
+    #[test]
+    fn subject_lists_parse_and_empty_parts_are_rejected() {
+        assert_eq!(
+            parse_subjects("mpmc, SegQueue"),
+            Ok(vec!["mpmc".to_string(), "SegQueue".to_string()])
+        );
+        for bad in ["", ",", "mpmc,", ",mpmc", "a,,b"] {
+            assert!(parse_subjects(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
 
     #[test]
     fn thread_lists() {

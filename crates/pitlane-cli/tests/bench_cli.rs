@@ -75,3 +75,39 @@ fn unwritable_out_dir_is_a_one_line_error() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn empty_subject_filter_is_a_one_line_error() {
+    assert_one_line_error(&["bench", "locks", "--subjects", "mpmc,"], "--subjects");
+}
+
+#[test]
+fn subject_filter_keeps_only_matching_subjects() {
+    let dir = std::env::temp_dir().join(format!("pitlane-cli-subjects-{}", std::process::id()));
+    let json = dir.join("out.json");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (code, _, stderr) = pitlane(&[
+        "bench",
+        "lincheck",
+        "--quick",
+        "--subjects",
+        "QUEUE_PATTERNS",
+        "--json",
+        json.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let records = report["records"].as_array().unwrap();
+    assert!(!records.is_empty(), "{text}");
+    for record in records {
+        let subject = record["subject"].as_str().unwrap();
+        assert!(
+            subject.contains("queue_patterns"),
+            "{subject} was not chosen"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
