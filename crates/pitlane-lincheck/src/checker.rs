@@ -35,8 +35,10 @@
 //!   state is hashed twice.
 //! - Events are put in time order by a counting sort over the stamps when they are dense, as
 //!   recorded stamps are ([`time_order`]), rather than by sorting.
-//! - The walk over the candidates reads one array (each event's links and its operation's
-//!   rank) and sorts one word per candidate, by insertion, as there are few.
+//! - Operations are numbered by the order of their returns, so the candidates at each step
+//!   are the bits of one set (those called before the earliest return still to come, less
+//!   those linearized), already in the order to try them ([`Search`]): no list of events to
+//!   walk, sort and relink.
 //! - States live in an arena and are named by index (never cloned); the queue and stack
 //!   specifications keep a state of a few values inline ([`crate::specs::QueueState`]), so
 //!   a step allocates nothing and a state is hashed and compared as one slice.
@@ -208,10 +210,16 @@ impl Checker {
 /// every time.
 #[derive(Default)]
 struct Scratch {
-    links: Vec<Link>,
+    /// The events in time order ([`time_order`]).
     slots: Vec<u32>,
-    candidates: Vec<u64>,
+    /// Each operation's rank (the place of its return among the returns).
+    ranks: Vec<u32>,
+    /// The operations by rank.
+    by_rank: Vec<u32>,
+    /// The stack of choices: (rank, state before it).
     taken: Vec<(u32, u32)>,
+    /// The longest prefix the search linearized, by rank.
+    longest: Vec<u32>,
 }
 
 thread_local! {
@@ -230,7 +238,7 @@ impl Scratch {
 
     /// Returns the buffers to this thread for its next check, if they are not large.
     fn give_back(self) {
-        if self.links.capacity() <= Self::KEEP_UP_TO && self.slots.capacity() <= Self::KEEP_UP_TO {
+        if self.slots.capacity() <= Self::KEEP_UP_TO && self.ranks.capacity() <= Self::KEEP_UP_TO {
             let _ = SCRATCH.try_with(|scratch| scratch.set(self));
         }
     }
@@ -268,13 +276,23 @@ pub fn check<S: SequentialSpec>(spec: &S, history: &History<S::Op, S::Ret>) -> V
     Checker::new().check(spec, history)
 }
 
-/// The set of operations linearized so far.
+/// A set of operations (by rank): the operations linearized so far, and the sets the search
+/// works them out from.
 trait Bits: Clone + Eq + Hash {
     fn empty(operations: usize) -> Self;
     fn set(&mut self, op: usize);
     fn clear(&mut self, op: usize);
     /// Whether every member of `other` is a member of `self`.
     fn contains_all(&self, other: &Self) -> bool;
+    /// The least member of `self` not in `except` and at least `from`.
+    fn next_member(&self, except: &Self, from: usize) -> Option<usize>;
+    /// The least number that is not a member.
+    fn lowest_absent(&self) -> usize;
+}
+
+/// The bits of a word at `from` and above.
+fn from_bit(from: usize) -> u64 {
+    if from >= 64 { 0 } else { !0 << from }
 }
 
 impl Bits for u64 {
@@ -290,6 +308,13 @@ impl Bits for u64 {
     fn contains_all(&self, other: &Self) -> bool {
         other & !self == 0
     }
+    fn next_member(&self, except: &Self, from: usize) -> Option<usize> {
+        let members = self & !except & from_bit(from);
+        (members != 0).then(|| members.trailing_zeros() as usize)
+    }
+    fn lowest_absent(&self) -> usize {
+        self.trailing_ones() as usize
+    }
 }
 
 impl Bits for u128 {
@@ -304,6 +329,14 @@ impl Bits for u128 {
     }
     fn contains_all(&self, other: &Self) -> bool {
         other & !self == 0
+    }
+    fn next_member(&self, except: &Self, from: usize) -> Option<usize> {
+        let above = if from >= 128 { 0 } else { !0 << from };
+        let members = self & !except & above;
+        (members != 0).then(|| members.trailing_zeros() as usize)
+    }
+    fn lowest_absent(&self) -> usize {
+        self.trailing_ones() as usize
     }
 }
 
@@ -323,6 +356,25 @@ impl Bits for WideBits {
     }
     fn contains_all(&self, other: &Self) -> bool {
         self.0.iter().zip(other.0.iter()).all(|(a, b)| b & !a == 0)
+    }
+    fn next_member(&self, except: &Self, from: usize) -> Option<usize> {
+        let mut above = from_bit(from % 64);
+        for word in from / 64..self.0.len() {
+            let members = self.0[word] & !except.0[word] & above;
+            if members != 0 {
+                return Some(64 * word + members.trailing_zeros() as usize);
+            }
+            above = !0;
+        }
+        None
+    }
+    fn lowest_absent(&self) -> usize {
+        let full = self.0.iter().take_while(|&&word| word == !0).count();
+        64 * full
+            + self
+                .0
+                .get(full)
+                .map_or(0, |word| word.trailing_ones() as usize)
     }
 }
 
@@ -368,25 +420,19 @@ fn time_order<Op, Ret>(ops: &[Operation<Op, Ret>], into: &mut Vec<u32>) {
     into.extend(timed.into_iter().map(|(_, _, event)| event));
 }
 
-/// Marks the end of the event list.
+/// Marks a gap in the list of events.
 const NIL: u32 = u32::MAX;
-
-/// An event's place in the list of the events still in the history.
-#[derive(Clone, Copy)]
-struct Link {
-    prev: u32,
-    next: u32,
-    /// The position of the operation's return among all returns, in time order (kept with
-    /// both of its events, so that the walk over the candidates reads one array).
-    rank: u32,
-}
 
 /// One run of the search over one history.
 ///
-/// Events are numbered `2 * op` (call) and `2 * op + 1` (return); they sit in a doubly
-/// linked list in time order, with a head sentinel numbered `2 * n`. Linearizing an
-/// operation unlinks both of its events; undoing it links them back (in reverse order, so
-/// the list is restored exactly, as in Knuth's dancing links).
+/// The search numbers operations by *rank*, the position of their return among all returns
+/// in time order, and works on sets of ranks. At each point the operation that must take
+/// effect next at the latest is the one not yet linearized whose return comes first: the
+/// lowest rank missing from the linearized set. The candidates are the operations not yet
+/// linearized that were called before that return, one set worked out beforehand per
+/// operation (`called`), less the linearized set; in rank order, which is the order of their
+/// returns, most urgent first. So a step of the search walks the bits of one word (for up to
+/// 64 operations) where a list of events would be walked, sorted and relinked.
 ///
 /// States live in an arena and are named by their index there: the memo cache, the stack of
 /// choices and the current state all hold indices, so a state is never cloned; each
@@ -395,12 +441,13 @@ struct Search<'a, S: SequentialSpec, B> {
     spec: &'a S,
     history: &'a History<S::Op, S::Ret>,
     checker: Checker,
-    /// `links[event]`; `links[head]` is the sentinel before the first event.
-    links: Vec<Link>,
-    head: u32,
-    /// `after[op]`: the operations that must take effect before it, beyond real-time order
-    /// ([`SequentialSpec::implied_order`]).
-    after: Vec<B>,
+    /// `by_rank[rank]`: the operation of that rank.
+    by_rank: Vec<u32>,
+    /// `called[rank]` (the first half) is the set of the operations called before the
+    /// return of the operation of that rank (its own call among them); `after[rank]` (the
+    /// second half) those that must take effect before it beyond real-time order
+    /// ([`SequentialSpec::implied_order`]); all by rank.
+    masks: Vec<B>,
 }
 
 impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
@@ -413,162 +460,98 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
     ) -> Self {
         let operations = history.operations();
         let n = operations.len();
-        let mut after = vec![B::empty(n); n];
-        for &(first, then) in implied {
-            if first < n && then < n {
-                after[then].set(first);
+        time_order(operations, &mut scratch.slots);
+        let events = || scratch.slots.iter().copied().filter(|&e| e != NIL);
+        let mut by_rank = std::mem::take(&mut scratch.by_rank);
+        by_rank.clear();
+        let rank = &mut scratch.ranks;
+        rank.clear();
+        rank.resize(n, 0);
+        for event in events().filter(|e| e % 2 == 1) {
+            rank[event as usize / 2] = by_rank.len() as u32;
+            by_rank.push(event / 2);
+        }
+        let mut masks = vec![B::empty(n); 2 * n];
+        let (called, after) = masks.split_at_mut(n);
+        let mut calls = B::empty(n);
+        for event in events() {
+            let of = rank[event as usize / 2] as usize;
+            if event % 2 == 0 {
+                calls.set(of);
+            } else {
+                called[of] = calls.clone();
             }
         }
-        let head = 2 * n as u32;
-        let unlinked = Link {
-            prev: NIL,
-            next: NIL,
-            rank: 0,
-        };
-        let mut links = std::mem::take(&mut scratch.links);
-        links.clear();
-        links.resize(2 * n + 1, unlinked);
-        let mut last = head;
-        let mut returns = 0;
-        time_order(operations, &mut scratch.slots);
-        for &event in &scratch.slots {
-            if event == NIL {
-                continue;
-            }
-            links[last as usize].next = event;
-            links[event as usize].prev = last;
-            last = event;
-            if event % 2 == 1 {
-                links[event as usize].rank = returns;
-                links[event as usize - 1].rank = returns;
-                returns += 1;
+        for &(first, then) in implied {
+            if first < n && then < n {
+                after[rank[then] as usize].set(rank[first] as usize);
             }
         }
         Search {
             spec,
             history,
             checker,
-            links,
-            head,
-            after,
+            by_rank,
+            masks,
         }
-    }
-
-    fn unlink(&mut self, e: u32) {
-        let Link { prev, next, .. } = self.links[e as usize];
-        self.links[prev as usize].next = next;
-        if next != NIL {
-            self.links[next as usize].prev = prev;
-        }
-    }
-
-    fn relink(&mut self, e: u32) {
-        let Link { prev, next, .. } = self.links[e as usize];
-        self.links[prev as usize].next = e;
-        if next != NIL {
-            self.links[next as usize].prev = e;
-        }
-    }
-
-    fn lift(&mut self, op: u32) {
-        self.unlink(2 * op);
-        self.unlink(2 * op + 1);
-    }
-
-    fn unlift(&mut self, op: u32) {
-        self.relink(2 * op + 1);
-        self.relink(2 * op);
-    }
-
-    /// The operations that may take effect next, most urgent first: those called before the
-    /// earliest return still in the list (whose operation must take effect before it), in
-    /// order of their returns. Returns the operation of that earliest return.
-    ///
-    /// Each candidate is one word, its rank above its operation, so that sorting the words
-    /// sorts by rank. There is at most one candidate per thread, and calls mostly come in the
-    /// order of their returns, so the list is short and usually sorted already.
-    fn candidates(&self, into: &mut Vec<u64>) -> u32 {
-        into.clear();
-        let mut event = self.links[self.head as usize].next;
-        while event % 2 == 0 {
-            let link = self.links[event as usize];
-            into.push((u64::from(link.rank) << 32) | u64::from(event / 2));
-            event = link.next;
-        }
-        let list = into.as_mut_slice();
-        if list.len() <= 16 {
-            // Insertion sort, cheapest for a few values mostly in order.
-            for i in 1..list.len() {
-                let item = list[i];
-                let mut j = i;
-                while j > 0 && list[j - 1] > item {
-                    list[j] = list[j - 1];
-                    j -= 1;
-                }
-                list[j] = item;
-            }
-        } else {
-            list.sort_unstable();
-        }
-        event / 2
     }
 
     fn run(mut self, scratch: &mut Scratch) -> (Verdict, SearchStats) {
-        let mut candidates = std::mem::take(&mut scratch.candidates);
         let mut taken = std::mem::take(&mut scratch.taken);
+        let mut longest = std::mem::take(&mut scratch.longest);
         taken.clear();
-        let result = self.search(&mut candidates, &mut taken);
-        (scratch.candidates, scratch.taken) = (candidates, taken);
-        scratch.links = self.links;
+        longest.clear();
+        let result = self.search(&mut taken, &mut longest);
+        (scratch.taken, scratch.longest) = (taken, longest);
+        scratch.by_rank = self.by_rank;
         result
     }
 
+    /// The search; `taken` and `longest` are empty buffers for the stack of choices and the
+    /// longest prefix seen.
     fn search(
         &mut self,
-        candidates: &mut Vec<u64>,
         taken: &mut Vec<(u32, u32)>,
+        longest: &mut Vec<u32>,
     ) -> (Verdict, SearchStats) {
         let ops = self.history.operations();
+        let n = ops.len();
+        let (called, after) = self.masks.split_at(n);
         let memoize = self.checker.memoize;
         // The states on the current path and (with the memo) those of failed configurations,
         // each with the hash of its configuration if the memo had to work it out.
-        let mut states: Vec<(S::State, Option<u64>)> = Vec::with_capacity(ops.len() + 1);
+        let mut states: Vec<(S::State, Option<u64>)> = Vec::with_capacity(n + 1);
         states.push((self.spec.init(), None));
-        let mut failed = FailedConfigs::<B>::new(ops.len());
-        // The operations linearized, in order, each with the state before it: `taken`.
+        let mut failed = FailedConfigs::<B>::new(n);
+        // The operations linearized (by rank), in order, each with the state before it:
+        // `taken`.
         let mut state: u32 = 0;
-        let mut linearized = B::empty(ops.len());
-        let mut longest: Option<Counterexample> = None;
+        let mut linearized = B::empty(n);
+        // The operation that could not take effect after the prefix in `longest`.
+        let mut stuck: Option<u32> = None;
         let mut stats = SearchStats::default();
-        // After undoing a choice, the search resumes with the candidate after it.
-        let mut resume_after: Option<u32> = None;
+        // After undoing a choice, the search resumes with the candidates after it.
+        let mut resume_from = 0;
         // Every configuration reached is new (the memo skips the others), so with the memo
         // the count of configurations is the count of successful steps.
         let configurations = |stats: &SearchStats| if memoize { stats.linearized } else { 0 };
-        while self.links[self.head as usize].next != NIL {
-            let urgent = self.candidates(candidates);
-            let first = match resume_after.take() {
-                None => 0,
-                Some(undone) => {
-                    1 + candidates
-                        .iter()
-                        .position(|&c| c as u32 == undone)
-                        .expect("an undone operation is a candidate again")
-                }
-            };
+        while taken.len() < n {
+            let urgent = linearized.lowest_absent();
+            let candidates = &called[urgent];
+            let mut next = std::mem::take(&mut resume_from);
             let mut chosen = None;
-            for &candidate in &candidates[first..] {
-                let candidate = candidate as u32;
+            while let Some(candidate) = candidates.next_member(&linearized, next) {
+                next = candidate + 1;
                 stats.steps += 1;
                 if stats.steps > self.checker.budget {
                     stats.steps -= 1;
                     stats.configurations = configurations(&stats);
                     return (Verdict::Unknown { steps: stats.steps }, stats);
                 }
-                if !linearized.contains_all(&self.after[candidate as usize]) {
+                if !linearized.contains_all(&after[candidate]) {
                     continue;
                 }
-                let op = &ops[candidate as usize];
+                let op = &ops[self.by_rank[candidate] as usize];
                 let Some(after) = self
                     .spec
                     .step(&states[state as usize].0, &op.op, &op.result)
@@ -576,7 +559,7 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                     continue;
                 };
                 let mut with_op = linearized.clone();
-                with_op.set(candidate as usize);
+                with_op.set(candidate);
                 let hash = if memoize {
                     match failed.lookup(&with_op, &after, &states) {
                         Lookup::Failed => continue,
@@ -591,25 +574,24 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             }
             if let Some((candidate, with_op)) = chosen {
                 stats.linearized += 1;
-                taken.push((candidate, state));
+                taken.push((candidate as u32, state));
                 state = states.len() as u32 - 1;
                 linearized = with_op;
-                self.lift(candidate);
                 continue;
             }
             // No candidate leads anywhere new: `urgent` cannot take effect from here.
-            if longest
-                .as_ref()
-                .is_none_or(|c| c.longest_prefix.len() < taken.len())
-            {
-                longest = Some(Counterexample {
-                    longest_prefix: taken.iter().map(|(id, _)| *id as OpId).collect(),
-                    stuck: urgent as OpId,
-                });
+            if stuck.is_none() || longest.len() < taken.len() {
+                longest.clear();
+                longest.extend(taken.iter().map(|&(rank, _)| rank));
+                stuck = Some(urgent as u32);
             }
             let Some((undone, before)) = taken.pop() else {
                 stats.configurations = configurations(&stats);
-                let counterexample = longest.expect("a dead end was recorded just above");
+                let op_of = |rank: u32| self.by_rank[rank as usize] as OpId;
+                let counterexample = Counterexample {
+                    longest_prefix: longest.iter().map(|&rank| op_of(rank)).collect(),
+                    stuck: op_of(stuck.expect("a dead end was recorded just above")),
+                };
                 return (Verdict::NotLinearizable(counterexample), stats);
             };
             stats.backtracks += 1;
@@ -621,11 +603,13 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             }
             state = before;
             linearized.clear(undone as usize);
-            self.unlift(undone);
-            resume_after = Some(undone);
+            resume_from = undone as usize + 1;
         }
         stats.configurations = configurations(&stats);
-        let order = taken.iter().map(|&(id, _)| id as OpId).collect();
+        let order = taken
+            .iter()
+            .map(|&(rank, _)| self.by_rank[rank as usize] as OpId)
+            .collect();
         (Verdict::Linearizable(order), stats)
     }
 }
@@ -863,6 +847,37 @@ mod tests {
         // Two calls at stamp 2 (a clash, so the sort): calls before the return at the same
         // stamp, and among calls the lower event number first.
         assert_eq!(order_of(&touching), vec![0, 2, 4, 1, 3, 5]);
+    }
+
+    /// The three bitsets answer alike, across the boundaries of their words.
+    #[test]
+    fn bitsets_agree_on_members_and_gaps() {
+        fn answers<B: Bits>(members: &[usize], except: &[usize]) -> Vec<Option<usize>> {
+            let (mut set, mut other) = (B::empty(128), B::empty(128));
+            members.iter().for_each(|&m| set.set(m));
+            except.iter().for_each(|&m| other.set(m));
+            let mut seen: Vec<_> = (0..=130)
+                .map(|from| set.next_member(&other, from))
+                .collect();
+            seen.push(Some(set.lowest_absent()));
+            seen.push(Some(other.lowest_absent()));
+            seen
+        }
+        let members = [0, 1, 2, 5, 63, 64, 65, 100, 127];
+        let except = [0, 1, 2, 3, 5, 64];
+        let wide = answers::<WideBits>(&members, &except);
+        assert_eq!(wide, answers::<u128>(&members, &except));
+        assert_eq!(wide[6], Some(63));
+        assert_eq!(wide[64], Some(65));
+        assert_eq!(wide[128], None);
+        assert_eq!(wide[131..], [Some(3), Some(4)]);
+        let low: Vec<_> = members.iter().copied().filter(|&m| m < 64).collect();
+        let narrow = answers::<u64>(&low, &except[..5]);
+        assert_eq!(
+            narrow[..=64],
+            answers::<WideBits>(&low, &except[..5])[..=64]
+        );
+        assert_eq!(narrow[3], Some(63));
     }
 
     fn order_of<Op, Ret>(h: &History<Op, Ret>) -> Vec<u32> {
