@@ -288,6 +288,8 @@ trait Bits: Clone + Eq + Hash {
     fn next_member(&self, except: &Self, from: usize) -> Option<usize>;
     /// The least number that is not a member.
     fn lowest_absent(&self) -> usize;
+    /// The numbers below `operations` that are not members.
+    fn complement(&self, operations: usize) -> Self;
 }
 
 /// The bits of a word at `from` and above.
@@ -315,6 +317,9 @@ impl Bits for u64 {
     fn lowest_absent(&self) -> usize {
         self.trailing_ones() as usize
     }
+    fn complement(&self, operations: usize) -> Self {
+        !self & !from_bit(operations)
+    }
 }
 
 impl Bits for u128 {
@@ -337,6 +342,14 @@ impl Bits for u128 {
     }
     fn lowest_absent(&self) -> usize {
         self.trailing_ones() as usize
+    }
+    fn complement(&self, operations: usize) -> Self {
+        let below = if operations >= 128 {
+            !0
+        } else {
+            !(!0 << operations)
+        };
+        !self & below
     }
 }
 
@@ -376,32 +389,36 @@ impl Bits for WideBits {
                 .get(full)
                 .map_or(0, |word| word.trailing_ones() as usize)
     }
+    fn complement(&self, operations: usize) -> Self {
+        let words = self.0.iter().enumerate();
+        let below = |i: usize| !from_bit(operations.saturating_sub(64 * i));
+        WideBits(words.map(|(i, word)| !word & below(i)).collect())
+    }
 }
 
 /// The events of `ops` (`2 * op` its call, `2 * op + 1` its return) in time order, with
 /// gaps ([`NIL`]) to skip; at equal stamps a call comes before a return, so that touching
 /// operations count as overlapping, and otherwise the lower event number first.
 ///
-/// Recorded histories take their stamps from one counter, so the stamps lie close together:
-/// then each event goes straight to its slot in a table indexed by stamp and kind (a
-/// counting sort, linear in the events, where a comparison sort was a large share of a
-/// small check). Sparse stamps, or two events with the same stamp and kind, take the sort.
+/// Recorded histories take every stamp from one counter, so their stamps are distinct and
+/// lie close together: then each event goes straight to its slot in a table indexed by stamp
+/// (a counting sort, linear in the events, where a comparison sort was a large share of a
+/// small check). Sparse stamps, or two events with the same stamp, take the sort.
 fn time_order<Op, Ret>(ops: &[Operation<Op, Ret>], into: &mut Vec<u32>) {
     let events = 2 * ops.len();
     let earliest = ops.iter().map(|o| o.call).min().unwrap_or(0);
     let latest = ops.iter().map(|o| o.ret).max().unwrap_or(0);
     if events > 0 && latest.saturating_sub(earliest) < events as u64 {
-        let span = latest - earliest + 1;
-        // Slot `2 * (stamp - earliest) + kind`, kind 0 for a call and 1 for a return.
+        let span = (latest - earliest + 1) as usize;
         into.clear();
-        into.resize(2 * span as usize, NIL);
+        into.resize(span, NIL);
         let mut clash = false;
         for (id, op) in ops.iter().enumerate() {
-            for (stamp, kind) in [(op.call, 0), (op.ret, 1)] {
+            for (stamp, event) in [(op.call, 2 * id), (op.ret, 2 * id + 1)] {
                 // (A stamp out of range, from a return before its call, counts as a clash.)
-                let offset = stamp.wrapping_sub(earliest);
-                match into.get_mut(2 * offset.min(span) as usize + kind) {
-                    Some(slot) if *slot == NIL => *slot = (2 * id + kind) as u32,
+                let offset = stamp.wrapping_sub(earliest).min(span as u64);
+                match into.get_mut(offset as usize) {
+                    Some(slot) if *slot == NIL => *slot = event as u32,
                     _ => clash = true,
                 }
             }
@@ -461,25 +478,28 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         let operations = history.operations();
         let n = operations.len();
         time_order(operations, &mut scratch.slots);
-        let events = || scratch.slots.iter().copied().filter(|&e| e != NIL);
         let mut by_rank = std::mem::take(&mut scratch.by_rank);
         by_rank.clear();
+        by_rank.resize(n, 0);
         let rank = &mut scratch.ranks;
         rank.clear();
         rank.resize(n, 0);
-        for event in events().filter(|e| e % 2 == 1) {
-            rank[event as usize / 2] = by_rank.len() as u32;
-            by_rank.push(event / 2);
-        }
         let mut masks = vec![B::empty(n); 2 * n];
         let (called, after) = masks.split_at_mut(n);
-        let mut calls = B::empty(n);
-        for event in events() {
-            let of = rank[event as usize / 2] as usize;
-            if event % 2 == 0 {
-                calls.set(of);
+        // Backwards in time, the returns come in falling rank, known as they come; and the
+        // operations called after a return, whose ranks are known by then (they return later
+        // still), are the ones not called before it.
+        let mut called_later = B::empty(n);
+        let mut returns = n;
+        for &event in scratch.slots.iter().rev().filter(|&&e| e != NIL) {
+            let op = event as usize / 2;
+            if event % 2 == 1 {
+                returns -= 1;
+                rank[op] = returns as u32;
+                by_rank[returns] = op as u32;
+                called[returns] = called_later.complement(n);
             } else {
-                called[of] = calls.clone();
+                called_later.set(rank[op] as usize);
             }
         }
         for &(first, then) in implied {
@@ -852,7 +872,11 @@ mod tests {
     /// The three bitsets answer alike, across the boundaries of their words.
     #[test]
     fn bitsets_agree_on_members_and_gaps() {
-        fn answers<B: Bits>(members: &[usize], except: &[usize]) -> Vec<Option<usize>> {
+        fn answers<B: Bits>(
+            width: usize,
+            members: &[usize],
+            except: &[usize],
+        ) -> Vec<Option<usize>> {
             let (mut set, mut other) = (B::empty(128), B::empty(128));
             members.iter().for_each(|&m| set.set(m));
             except.iter().for_each(|&m| other.set(m));
@@ -861,21 +885,28 @@ mod tests {
                 .collect();
             seen.push(Some(set.lowest_absent()));
             seen.push(Some(other.lowest_absent()));
+            for operations in [0, 3, 63, 64, 65, 100, 128].map(|o| o.min(width)) {
+                let outside = set.complement(operations);
+                let inside = (0..width).filter(|&m| m < operations && !members.contains(&m));
+                let mut expected = B::empty(128);
+                inside.for_each(|m| expected.set(m));
+                assert!(outside == expected, "complement below {operations}");
+            }
             seen
         }
         let members = [0, 1, 2, 5, 63, 64, 65, 100, 127];
         let except = [0, 1, 2, 3, 5, 64];
-        let wide = answers::<WideBits>(&members, &except);
-        assert_eq!(wide, answers::<u128>(&members, &except));
+        let wide = answers::<WideBits>(128, &members, &except);
+        assert_eq!(wide, answers::<u128>(128, &members, &except));
         assert_eq!(wide[6], Some(63));
         assert_eq!(wide[64], Some(65));
         assert_eq!(wide[128], None);
         assert_eq!(wide[131..], [Some(3), Some(4)]);
         let low: Vec<_> = members.iter().copied().filter(|&m| m < 64).collect();
-        let narrow = answers::<u64>(&low, &except[..5]);
+        let narrow = answers::<u64>(64, &low, &except[..5]);
         assert_eq!(
             narrow[..=64],
-            answers::<WideBits>(&low, &except[..5])[..=64]
+            answers::<WideBits>(64, &low, &except[..5])[..=64]
         );
         assert_eq!(narrow[3], Some(63));
     }
