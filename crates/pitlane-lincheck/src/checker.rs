@@ -43,10 +43,12 @@
 //!   specifications keep a state of a few values inline ([`crate::specs::QueueState`]), so
 //!   a step allocates nothing and a state is hashed and compared as one slice.
 //! - The FIFO specs' aids ([`crate::specs::QueueSpec`]) pair values through small numbers
-//!   instead of hash tables of values, and find the transitively closed implied order from
-//!   the orders of the calls, in time linear in the values (plus the pairs found), where
-//!   closing a matrix of all pairs was a quarter of a check.
-//! - The buffers that do not depend on the specification (the event list, the candidates,
+//!   (given by one table on the stack, for both aids at once:
+//!   [`SequentialSpec::search_aids`]) instead of hash tables of values, and find the
+//!   transitively closed implied order from the orders of the calls, in time linear in the
+//!   values (plus the pairs found), where closing a matrix of all pairs was a quarter of a
+//!   check.
+//! - The buffers that do not depend on the specification (the event list, the ranks,
 //!   the stack of choices) are kept by each thread from one check to the next, so checking
 //!   many small histories does not allocate them every time.
 //!
@@ -61,7 +63,7 @@ use foldhash::fast::FixedState;
 use hashbrown::hash_table::HashTable;
 
 use crate::history::{History, OpId, Operation};
-use crate::spec::SequentialSpec;
+use crate::spec::{SearchAids, SequentialSpec};
 
 /// The answer of the checker.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,8 +185,10 @@ impl Checker {
         spec: &S,
         history: &History<S::Op, S::Ret>,
     ) -> (Verdict, SearchStats) {
-        let implied = spec.implied_order(history);
-        let canonical = spec.canonical(history);
+        let SearchAids {
+            canonical,
+            implied_order: implied,
+        } = spec.search_aids(history);
         let history = canonical.as_ref().unwrap_or(history);
         let n = history.len();
         if n >= (u32::MAX / 2) as usize {

@@ -110,5 +110,5 @@ pub use runner::{
     Failure, FailureSummary, MAX_OPERATIONS, OpSlot, RunReport, Runner, Settings, SettingsError,
     Shape, Shared, Subject, Summary,
 };
-pub use spec::SequentialSpec;
+pub use spec::{SearchAids, SequentialSpec};
 pub use timeline::Timeline;

@@ -93,6 +93,33 @@ pub trait SequentialSpec {
         let _ = history;
         Vec::new()
     }
+
+    /// Both aids to the search for `history`, which is what the checker asks for: by
+    /// default [`canonical`](SequentialSpec::canonical) and then
+    /// [`implied_order`](SequentialSpec::implied_order), each of the history as given.
+    ///
+    /// A specification whose two aids start from the same work (the FIFO queues of
+    /// [`crate::specs`] pair pushes with pops by value for both) can do that work once here;
+    /// the answer must be the same as the two methods'.
+    fn search_aids(
+        &self,
+        history: &History<Self::Op, Self::Ret>,
+    ) -> SearchAids<Self::Op, Self::Ret> {
+        SearchAids {
+            canonical: self.canonical(history),
+            implied_order: self.implied_order(history),
+        }
+    }
+}
+
+/// What a specification offers the checker to shorten its search of one history
+/// ([`SequentialSpec::search_aids`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchAids<Op, Ret> {
+    /// [`SequentialSpec::canonical`] of the history.
+    pub canonical: Option<History<Op, Ret>>,
+    /// [`SequentialSpec::implied_order`] of the history.
+    pub implied_order: Vec<(OpId, OpId)>,
 }
 
 impl<S: SequentialSpec + ?Sized> SequentialSpec for &S {
@@ -117,5 +144,12 @@ impl<S: SequentialSpec + ?Sized> SequentialSpec for &S {
 
     fn implied_order(&self, history: &History<Self::Op, Self::Ret>) -> Vec<(OpId, OpId)> {
         (**self).implied_order(history)
+    }
+
+    fn search_aids(
+        &self,
+        history: &History<Self::Op, Self::Ret>,
+    ) -> SearchAids<Self::Op, Self::Ret> {
+        (**self).search_aids(history)
     }
 }

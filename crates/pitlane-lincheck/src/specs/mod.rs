@@ -35,7 +35,6 @@ pub use stack::StackSpec;
 pub use state::{QueueState, StackState};
 pub use weak_bag::WeakBagSpec;
 
-use std::collections::HashSet;
 use std::hash::{BuildHasher, Hash};
 
 use foldhash::fast::FixedState;
@@ -92,20 +91,41 @@ pub(crate) fn merge_unpopped<T: Clone + Eq + Hash>(
     history: &History<ContainerOp<T>, ContainerRet<T>>,
 ) -> Option<History<ContainerOp<T>, ContainerRet<T>>> {
     let ops = history.operations();
-    let popped = PoppedValues::of(ops);
+    let mut names = Vec::with_capacity(ops.len());
+    let count = ValueNames::name(ops, &mut names);
+    let mut popped = vec![false; count];
+    for (o, &name) in ops.iter().zip(&names) {
+        if let ContainerRet::Popped(_) = o.result {
+            popped[name as usize] = true;
+        }
+    }
+    rename_unpopped(ops, &names, |name| popped[name as usize])
+}
+
+/// [`merge_unpopped`] of the operations `ops`, whose values are named by `names`
+/// ([`ValueNames::name`]) and were popped when `popped(name)`.
+pub(crate) fn rename_unpopped<T: Clone>(
+    ops: &[Operation<ContainerOp<T>, ContainerRet<T>>],
+    names: &[u32],
+    popped: impl Fn(u32) -> bool,
+) -> Option<History<ContainerOp<T>, ContainerRet<T>>> {
     // The value of a successful push whose value is never popped.
-    let unpopped = |o| unpopped_value(o, &popped);
-    let mut values = ops.iter().filter_map(unpopped);
-    let name = values.next()?;
-    if values.all(|v| v == name) {
+    let unpopped = |o, name| unpopped_value(o, name, &popped);
+    let mut values = ops
+        .iter()
+        .zip(names)
+        .filter_map(|(o, &name)| Some((unpopped(o, name)?, name)));
+    let (value, first) = values.next()?;
+    if values.all(|(_, name)| name == first) {
         return None;
     }
     let renamed = ops
         .iter()
-        .map(|o| {
+        .zip(names)
+        .map(|(o, &name)| {
             let mut renamed = o.clone();
-            if unpopped(o).is_some() {
-                renamed.op = ContainerOp::Push(name.clone());
+            if unpopped(o, name).is_some() {
+                renamed.op = ContainerOp::Push(value.clone());
             }
             renamed
         })
@@ -113,98 +133,85 @@ pub(crate) fn merge_unpopped<T: Clone + Eq + Hash>(
     Some(History::from_recorded(renamed))
 }
 
-fn unpopped_value<'a, T: Eq + Hash>(
-    o: &'a Operation<ContainerOp<T>, ContainerRet<T>>,
-    popped: &PoppedValues<'_, T>,
-) -> Option<&'a T> {
+fn unpopped_value<T>(
+    o: &Operation<ContainerOp<T>, ContainerRet<T>>,
+    name: u32,
+    popped: impl Fn(u32) -> bool,
+) -> Option<&T> {
     match (&o.op, &o.result) {
-        (ContainerOp::Push(v), ContainerRet::Pushed) if !popped.contains(v) => Some(v),
+        (ContainerOp::Push(v), ContainerRet::Pushed) if !popped(name) => Some(v),
         _ => None,
-    }
-}
-
-/// The values that pops of a container history returned.
-enum PoppedValues<'a, T> {
-    /// For a short history, a list to scan (cheaper than hashing every value).
-    Few(Vec<&'a T>),
-    Many(HashSet<&'a T, FixedState>),
-}
-
-impl<'a, T: Eq + Hash> PoppedValues<'a, T> {
-    fn of(ops: &'a [Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
-        let popped = ops.iter().filter_map(|o| match &o.result {
-            ContainerRet::Popped(v) => Some(v),
-            _ => None,
-        });
-        if ops.len() <= ValueNames::SCAN_UP_TO {
-            let mut values = Vec::with_capacity(ops.len());
-            values.extend(popped);
-            PoppedValues::Few(values)
-        } else {
-            let mut values = HashSet::with_capacity_and_hasher(ops.len(), FixedState::default());
-            values.extend(popped);
-            PoppedValues::Many(values)
-        }
-    }
-
-    fn contains(&self, v: &T) -> bool {
-        match self {
-            PoppedValues::Few(values) => values.contains(&v),
-            PoppedValues::Many(values) => values.contains(v),
-        }
     }
 }
 
 /// Small numbers standing for the values of a container history, equal for equal values, so
 /// that the aids to the search ([`merge_unpopped`], the FIFO specs' implied orders) pair
 /// pushes with pops through arrays rather than tables of values.
-pub(crate) struct ValueNames {
-    /// `names[op]`: the name of the value the operation pushed successfully or got from a
-    /// pop (`Popped`), or [`ValueNames::NONE`].
-    pub(crate) names: Vec<u32>,
-    /// How many distinct values there are; names run from 0 to `count - 1`.
-    pub(crate) count: usize,
-}
+pub(crate) struct ValueNames;
 
 impl ValueNames {
     /// The name of no value.
     pub(crate) const NONE: u32 = u32::MAX;
 
-    /// Up to this many operations a value is named by comparing it with the values named
-    /// before it (a few hundred comparisons for 32 operations, cheaper than hashing them);
-    /// beyond, through a hash table.
-    const SCAN_UP_TO: usize = 64;
+    /// Up to this many operations, values are named through a table on the stack of
+    /// [`ValueNames::SLOTS`] slots (at least twice as many, so probes are short); beyond,
+    /// through a hash table on the heap.
+    const SMALL_UP_TO: usize = 64;
 
-    pub(crate) fn of<T: Eq + Hash>(ops: &[Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
-        if ops.len() <= Self::SCAN_UP_TO {
-            Self::by_scan(ops)
+    /// The slots of the table on the stack.
+    const SLOTS: usize = 128;
+
+    /// Appends to `names` (which must be empty) the name of the value each operation of
+    /// `ops` pushed successfully or got from a pop (`Popped`), or [`ValueNames::NONE`];
+    /// returns how many distinct values there are (names run from 0 to that count less one).
+    pub(crate) fn name<T: Eq + Hash>(
+        ops: &[Operation<ContainerOp<T>, ContainerRet<T>>],
+        names: &mut Vec<u32>,
+    ) -> usize {
+        assert!(names.is_empty(), "names are appended to an empty list");
+        if ops.len() <= Self::SMALL_UP_TO {
+            Self::by_small_table(ops, names)
         } else {
-            Self::by_hash(ops)
+            Self::by_hash_table(ops, names)
         }
     }
 
-    fn by_scan<T: Eq>(ops: &[Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
-        let mut names = Vec::with_capacity(ops.len());
-        let mut distinct: Vec<&T> = Vec::with_capacity(ops.len());
-        for o in ops {
-            let name = match moved_value(o) {
-                None => Self::NONE,
-                Some(v) => match distinct.iter().position(|&seen| seen == v) {
-                    Some(name) => name as u32,
-                    None => {
-                        distinct.push(v);
-                        distinct.len() as u32 - 1
-                    }
-                },
+    fn by_small_table<T: Eq + Hash>(
+        ops: &[Operation<ContainerOp<T>, ContainerRet<T>>],
+        names: &mut Vec<u32>,
+    ) -> usize {
+        let hasher = FixedState::default();
+        // Each slot: an operation that moved the value hashed there, or none; open
+        // addressing with linear probes.
+        let mut table = [Self::NONE; Self::SLOTS];
+        let mut count = 0;
+        for (id, o) in ops.iter().enumerate() {
+            let Some(v) = moved_value(o) else {
+                names.push(Self::NONE);
+                continue;
+            };
+            let mut slot = hasher.hash_one(v) as usize % Self::SLOTS;
+            let name = loop {
+                let seen = table[slot];
+                if seen == Self::NONE {
+                    table[slot] = id as u32;
+                    count += 1;
+                    break count as u32 - 1;
+                }
+                if moved_value(&ops[seen as usize]) == Some(v) {
+                    break names[seen as usize];
+                }
+                slot = (slot + 1) % Self::SLOTS;
             };
             names.push(name);
         }
-        let count = distinct.len();
-        ValueNames { names, count }
+        count
     }
 
-    fn by_hash<T: Eq + Hash>(ops: &[Operation<ContainerOp<T>, ContainerRet<T>>]) -> Self {
-        let mut names = Vec::with_capacity(ops.len());
+    fn by_hash_table<T: Eq + Hash>(
+        ops: &[Operation<ContainerOp<T>, ContainerRet<T>>],
+        names: &mut Vec<u32>,
+    ) -> usize {
         let mut count = 0;
         let hasher = FixedState::default();
         // (hash of the value, its name, an operation that moved it)
@@ -230,7 +237,7 @@ impl ValueNames {
             };
             names.push(name);
         }
-        ValueNames { names, count }
+        count
     }
 }
 
@@ -243,40 +250,110 @@ fn moved_value<T>(o: &Operation<ContainerOp<T>, ContainerRet<T>>) -> Option<&T> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::rng::SplitMix64;
+    use std::collections::HashSet;
 
-    #[test]
-    fn values_are_named_alike_by_scan_and_by_hash() {
-        let mut rng = SplitMix64::new(5);
-        for len in [0, 1, 5, 40, 64, 65, 200] {
-            let mut ops = Vec::new();
-            for i in 0..len as u64 {
-                let value = rng.below(len as u64 / 3 + 1);
-                let (op, result) = match rng.below(4) {
-                    0 => (ContainerOp::Push(value), ContainerRet::Pushed),
-                    1 => (ContainerOp::Push(value), ContainerRet::Full),
-                    2 => (ContainerOp::Pop, ContainerRet::Popped(value)),
-                    _ => (ContainerOp::Pop, ContainerRet::Empty),
+    /// Operations of one thread in turn, with values below `spread` (so repeated when it is
+    /// small), every result, and now and then a result no container gives (a push that
+    /// popped).
+    pub(crate) fn odd_container_ops(
+        rng: &mut SplitMix64,
+        len: usize,
+        spread: u64,
+    ) -> Vec<Operation<ContainerOp<u64>, ContainerRet<u64>>> {
+        (0..len as u64)
+            .map(|i| {
+                let value = rng.below(spread);
+                let (op, result) = match rng.below(9) {
+                    0..=2 => (ContainerOp::Push(value), ContainerRet::Pushed),
+                    3 => (ContainerOp::Push(value), ContainerRet::Full),
+                    4..=6 => (ContainerOp::Pop, ContainerRet::Popped(value)),
+                    7 => (ContainerOp::Pop, ContainerRet::Empty),
+                    _ => (ContainerOp::Push(value), ContainerRet::Popped(value)),
                 };
-                ops.push(Operation {
+                Operation {
                     thread: i as usize,
                     call: 2 * i,
                     ret: 2 * i + 1,
                     op,
                     result,
+                }
+            })
+            .collect()
+    }
+
+    /// Few values repeated often, and (where the spread is large) mostly distinct values.
+    pub(crate) fn odd_sizes() -> impl Iterator<Item = (usize, u64)> {
+        let sizes = [0, 1, 5, 40, 64, 65, 200].map(|len| (len, len as u64 / 3 + 1));
+        sizes
+            .into_iter()
+            .chain([(5, 1 << 40), (64, 1 << 40), (200, 1 << 40)])
+    }
+
+    #[test]
+    fn unpopped_values_are_merged_by_their_definition() {
+        let mut rng = SplitMix64::new(11);
+        for (len, spread) in odd_sizes() {
+            for _ in 0..20 {
+                let ops = odd_container_ops(&mut rng, len, spread);
+                // By definition: the values of successful pushes that no result popped, all
+                // renamed to the first of them, if they are not all one value.
+                let popped: HashSet<u64> = ops
+                    .iter()
+                    .filter_map(|o| match o.result {
+                        ContainerRet::Popped(v) => Some(v),
+                        _ => None,
+                    })
+                    .collect();
+                let unpopped = |o: &Operation<ContainerOp<u64>, ContainerRet<u64>>| match o {
+                    Operation {
+                        op: ContainerOp::Push(v),
+                        result: ContainerRet::Pushed,
+                        ..
+                    } if !popped.contains(v) => Some(*v),
+                    _ => None,
+                };
+                let values: Vec<u64> = ops.iter().filter_map(unpopped).collect();
+                let expected = (values.iter().any(|&v| v != values[0])).then(|| {
+                    let renamed = ops.iter().map(|o| Operation {
+                        op: unpopped(o).map_or(o.op, |_| ContainerOp::Push(values[0])),
+                        ..o.clone()
+                    });
+                    History::from_recorded(renamed.collect())
                 });
+                let history = History::from_recorded(ops.clone());
+                assert_eq!(merge_unpopped(&history), expected, "{len}");
             }
-            let (scan, hash) = (ValueNames::by_scan(&ops), ValueNames::by_hash(&ops));
-            assert_eq!(
-                (&scan.names, scan.count),
-                (&hash.names, hash.count),
-                "{len}"
+        }
+    }
+
+    #[test]
+    fn values_are_named_alike_by_small_table_and_by_hash_table() {
+        let mut rng = SplitMix64::new(5);
+        for (len, spread) in odd_sizes() {
+            let ops = odd_container_ops(&mut rng, len, spread);
+            let mut by_hash_table = Vec::new();
+            let count = ValueNames::by_hash_table(&ops, &mut by_hash_table);
+            if len <= ValueNames::SMALL_UP_TO {
+                let mut by_small_table = Vec::new();
+                let small_count = ValueNames::by_small_table(&ops, &mut by_small_table);
+                assert_eq!(
+                    (&by_small_table, small_count),
+                    (&by_hash_table, count),
+                    "{len}"
+                );
+            }
+            let names = by_hash_table;
+            assert!(
+                names
+                    .iter()
+                    .all(|&n| n == ValueNames::NONE || (n as usize) < count)
             );
             // Equal names exactly for equal values.
-            for (a, &na) in ops.iter().zip(&scan.names) {
-                for (b, &nb) in ops.iter().zip(&scan.names) {
+            for (a, &na) in ops.iter().zip(&names) {
+                for (b, &nb) in ops.iter().zip(&names) {
                     if na != ValueNames::NONE && nb != ValueNames::NONE {
                         assert_eq!(na == nb, moved_value(a) == moved_value(b));
                     }

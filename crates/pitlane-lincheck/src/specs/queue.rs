@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 
 use super::{ContainerOp, ContainerRet, QueueState, ValueNames};
 use crate::history::{History, OpId};
-use crate::spec::SequentialSpec;
+use crate::spec::{SearchAids, SequentialSpec};
 
 /// A first-in first-out queue without a bound.
 ///
@@ -74,6 +74,13 @@ impl<T: Clone + Eq + Hash + Debug> SequentialSpec for QueueSpec<T> {
         history: &History<ContainerOp<T>, ContainerRet<T>>,
     ) -> Vec<(OpId, OpId)> {
         fifo_implied_order(history)
+    }
+
+    fn search_aids(
+        &self,
+        history: &History<ContainerOp<T>, ContainerRet<T>>,
+    ) -> SearchAids<ContainerOp<T>, ContainerRet<T>> {
+        fifo_aids(history, true)
     }
 }
 
@@ -147,6 +154,13 @@ impl<T: Clone + Eq + Hash + Debug> SequentialSpec for BoundedQueueSpec<T> {
     ) -> Vec<(OpId, OpId)> {
         fifo_implied_order(history)
     }
+
+    fn search_aids(
+        &self,
+        history: &History<ContainerOp<T>, ContainerRet<T>>,
+    ) -> SearchAids<ContainerOp<T>, ContainerRet<T>> {
+        fifo_aids(history, true)
+    }
 }
 
 fn fifo_step<T: Clone + Eq>(
@@ -190,35 +204,63 @@ fn fifo_step<T: Clone + Eq>(
 /// `P(a) ∪ Q(b)` for the least fixed point of: `a` and `b` start at `x`'s own counts and drop
 /// to the least counts of any value in `P(a) ∪ Q(b)`. With the least counts of every suffix
 /// worked out beforehand, each round of that is a few lookups, and there are few rounds.
-fn fifo_implied_order<T: Eq + Hash>(
+fn fifo_implied_order<T: Clone + Eq + Hash>(
     history: &History<ContainerOp<T>, ContainerRet<T>>,
 ) -> Vec<(OpId, OpId)> {
+    fifo_aids(history, false).implied_order
+}
+
+/// [`merge_unpopped`](super::merge_unpopped) of `history` if `canonical`, and
+/// [`fifo_implied_order`], from one naming of the values.
+fn fifo_aids<T: Clone + Eq + Hash>(
+    history: &History<ContainerOp<T>, ContainerRet<T>>,
+    canonical: bool,
+) -> SearchAids<ContainerOp<T>, ContainerRet<T>> {
     let ops = history.operations();
-    let values = ValueNames::of(ops);
-    let k = values.count;
+    let mut names = Vec::with_capacity(ops.len());
+    let k = ValueNames::name(ops, &mut names);
     // Per value (by name): its push and its pop ([`NO_OP`] if none), how many push calls came
     // before its push returned (`a`) and how many pop calls before its pop returned (`b`;
     // for a value never popped, all of them), its places in the orders of push calls and pop
-    // calls; then those orders, as names. One buffer for all.
-    let mut buffer = vec![NO_OP; 8 * k];
+    // calls; then those orders, as names; and whether any result popped it. One buffer for
+    // all.
+    let mut buffer = vec![NO_OP; 9 * k];
     let (push, rest) = buffer.split_at_mut(k);
     let (pop, rest) = rest.split_at_mut(k);
     let (push_count, rest) = rest.split_at_mut(k);
     let (pop_count, rest) = rest.split_at_mut(k);
     let (push_rank, rest) = rest.split_at_mut(k);
     let (pop_rank, rest) = rest.split_at_mut(k);
-    let (push_order, pop_order) = rest.split_at_mut(k);
-    for (id, (o, &name)) in ops.iter().zip(&values.names).enumerate() {
+    let (push_order, rest) = rest.split_at_mut(k);
+    let (pop_order, popped) = rest.split_at_mut(k);
+    let mut repeated = false;
+    for (id, (o, &name)) in ops.iter().zip(&names).enumerate() {
         let end = match (&o.op, &o.result) {
             (ContainerOp::Push(_), ContainerRet::Pushed) => &mut push[name as usize],
             (ContainerOp::Pop, ContainerRet::Popped(_)) => &mut pop[name as usize],
+            (_, ContainerRet::Popped(_)) => {
+                // (Not a pop, so not FIFO; but the value counts as popped.)
+                popped[name as usize] = id as u32;
+                continue;
+            }
             _ => continue,
         };
-        if *end != NO_OP {
-            return Vec::new();
-        }
+        repeated |= *end != NO_OP;
         *end = id as u32;
     }
+    let canonical = if canonical {
+        let popped = |name: u32| pop[name as usize] != NO_OP || popped[name as usize] != NO_OP;
+        super::rename_unpopped(ops, &names, popped)
+    } else {
+        None
+    };
+    if repeated {
+        return SearchAids {
+            canonical,
+            implied_order: Vec::new(),
+        };
+    }
+    let names = &names[..];
     // The calls of the pushes, then of the pops, as (stamp, name) in time order; at equal
     // stamps calls count as coming first (a push called at the stamp another returned does
     // not come after it), so the order among calls of one stamp does not matter.
@@ -230,7 +272,10 @@ fn fifo_implied_order<T: Eq + Hash>(
     }
     let kp = calls.len();
     if kp == 0 {
-        return Vec::new();
+        return SearchAids {
+            canonical,
+            implied_order: Vec::new(),
+        };
     }
     for (name, &id) in pop.iter().enumerate() {
         if id != NO_OP && push[name] != NO_OP {
@@ -254,7 +299,7 @@ fn fifo_implied_order<T: Eq + Hash>(
     // the sorted calls that moves forward while the returns come in order, as they mostly
     // do, and a binary search when one does not.
     let (mut p, mut q) = (Counter::default(), Counter::default());
-    for (id, (o, &name)) in ops.iter().zip(&values.names).enumerate() {
+    for (id, (o, &name)) in ops.iter().zip(names).enumerate() {
         if name == ValueNames::NONE || push[name as usize] == NO_OP {
             continue;
         }
@@ -294,8 +339,7 @@ fn fifo_implied_order<T: Eq + Hash>(
     };
     let mut implied = Vec::with_capacity(k);
     // The values in the order of their pushes in the history.
-    let pushes = values
-        .names
+    let pushes = names
         .iter()
         .enumerate()
         .filter(|&(id, &name)| name != ValueNames::NONE && push[name as usize] == id as u32)
@@ -343,7 +387,10 @@ fn fifo_implied_order<T: Eq + Hash>(
             }
         }
     }
-    implied
+    SearchAids {
+        canonical,
+        implied_order: implied,
+    }
 }
 
 /// Sorts `items` by their stamps. They come mostly in order (histories list operations about
@@ -519,6 +566,45 @@ mod tests {
         }
         implied.sort_unstable();
         implied
+    }
+
+    #[test]
+    fn both_aids_at_once_are_each_aid() {
+        use crate::rng::SplitMix64;
+        use crate::specs::tests::{odd_container_ops, odd_sizes};
+        let mut rng = SplitMix64::new(3);
+        for (len, spread) in odd_sizes() {
+            for _ in 0..20 {
+                let h = History::from_recorded(odd_container_ops(&mut rng, len, spread));
+                let (queue, bounded) = (QueueSpec::new(), BoundedQueueSpec::new(3));
+                let each = SearchAids {
+                    canonical: queue.canonical(&h),
+                    implied_order: queue.implied_order(&h),
+                };
+                assert_eq!(queue.search_aids(&h), each, "{len}");
+                assert_eq!(bounded.search_aids(&h), each, "{len}");
+            }
+        }
+        // And on histories a queue could give, with values distinct.
+        for seed in 0..50 {
+            use crate::runner::Shape;
+            use crate::synthetic::{lose_one_push, queue_history};
+            let h = queue_history(
+                Shape {
+                    threads: 3,
+                    ops_per_thread: 8,
+                },
+                seed,
+            );
+            for h in [lose_one_push(&h), Some(h)].into_iter().flatten() {
+                let spec = QueueSpec::new();
+                let each = SearchAids {
+                    canonical: spec.canonical(&h),
+                    implied_order: spec.implied_order(&h),
+                };
+                assert_eq!(spec.search_aids(&h), each, "seed {seed}");
+            }
+        }
     }
 
     #[test]
