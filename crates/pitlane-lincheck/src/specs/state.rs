@@ -238,7 +238,7 @@ mod tests {
         while spilled.len() > 4 {
             spilled = spilled.popped();
         }
-        let inline: QueueState<u32> = (INLINE as u32 + 4..2 * INLINE as u32).collect();
+        let inline: QueueState<u32> = (2 * INLINE as u32 - 4..2 * INLINE as u32).collect();
         assert_eq!(spilled, inline);
         assert_eq!(hasher.hash_one(&spilled), hasher.hash_one(&inline));
     }
