@@ -82,3 +82,145 @@ fn git_commit() -> Option<String> {
     }
     Some(commit)
 }
+
+/// How the machine behaved around a run: shared virtual machines change under a benchmark
+/// (their two vCPUs may run on two physical cores, which gives real parallelism but slow
+/// cache-line transfers, or on one core's two hyperthreads, which gives little parallelism
+/// but fast transfers), and a reader of a report needs to know which state it saw.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineState {
+    /// Work done by two threads spinning on private data, divided by one thread's: near 2
+    /// with two real cores to ourselves, near 1 when the two threads share one.
+    pub parallel_speedup: f64,
+    /// Median time for one cache line to go to the other thread and back (a ping-pong on one
+    /// atomic word), in nanoseconds.
+    pub round_trip_ns: f64,
+}
+
+impl MachineState {
+    /// Measures the machine now (about a second): three alternations of one and two spinning
+    /// threads, then a ping-pong between two threads.
+    pub fn probe() -> Self {
+        let mut ratios: Vec<f64> = (0..3)
+            .map(|_| {
+                let one = spin_work(1);
+                let two = spin_work(2);
+                if one > 0 {
+                    two as f64 / one as f64
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        Self {
+            parallel_speedup: ratios[1],
+            round_trip_ns: ping_pong_ns(),
+        }
+    }
+
+    /// One line for a report.
+    pub fn describe(&self) -> String {
+        let reading = if self.parallel_speedup >= 1.6 {
+            "two cores"
+        } else if self.parallel_speedup <= 1.3 {
+            "about one core's worth of parallelism"
+        } else {
+            "partly shared cores"
+        };
+        format!(
+            "two spinning threads did {:.2}× the work of one ({reading}); cache-line round \
+             trip between two threads {:.0} ns (median)",
+            self.parallel_speedup, self.round_trip_ns
+        )
+    }
+}
+
+/// Units of private work `threads` threads finish together in 100 ms.
+fn spin_work(threads: usize) -> u64 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let (mut x, mut units) = (1_u64, 0_u64);
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..1000 {
+                            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                        }
+                        units += 1;
+                    }
+                    std::hint::black_box(x);
+                    units
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        stop.store(true, Ordering::Relaxed);
+        workers.into_iter().map(|w| w.join().unwrap_or(0)).sum()
+    })
+}
+
+/// Median nanoseconds per round trip of a counter bounced between two threads, over 50
+/// batches of 200 round trips.
+fn ping_pong_ns() -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const BATCHES: usize = 50;
+    const TRIPS: u64 = 200;
+    let ball = AtomicU64::new(0);
+    let mut per_trip = std::thread::scope(|s| {
+        let ball = &ball;
+        s.spawn(move || {
+            // The echo: turns every odd value into the next even one.
+            let end = 2 * TRIPS * BATCHES as u64;
+            let mut seen = 1;
+            while seen < end {
+                if ball.load(Ordering::Acquire) == seen {
+                    ball.store(seen + 1, Ordering::Release);
+                    seen += 2;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let mut value = 0;
+        let mut batches = Vec::with_capacity(BATCHES);
+        for _ in 0..BATCHES {
+            let start = std::time::Instant::now();
+            for _ in 0..TRIPS {
+                ball.store(value + 1, Ordering::Release);
+                while ball.load(Ordering::Acquire) != value + 2 {
+                    std::hint::spin_loop();
+                }
+                value += 2;
+            }
+            batches.push(start.elapsed().as_nanos() as f64 / TRIPS as f64);
+        }
+        batches
+    });
+    per_trip.sort_by(f64::total_cmp);
+    per_trip[BATCHES / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_measures_something_plausible() {
+        let state = MachineState::probe();
+        // Two threads never do less than a fraction of one thread's work, nor more than a
+        // few times it on any machine this runs on; a round trip takes some time.
+        assert!(
+            state.parallel_speedup > 0.3 && state.parallel_speedup < 64.0,
+            "{state:?}"
+        );
+        assert!(state.round_trip_ns > 1.0, "{state:?}");
+        assert!(
+            state.describe().contains("round trip"),
+            "{}",
+            state.describe()
+        );
+    }
+}

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::env::Machine;
+use crate::env::{Machine, MachineState};
 
 /// Which direction of a metric is good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -323,6 +323,9 @@ pub struct Report {
     pub ratios: Vec<Ratio>,
     /// Suite remarks.
     pub notes: Vec<Note>,
+    /// How the machine behaved, probed at the moments named (see [`MachineState`]); not part
+    /// of `results.json`, whose schema is fixed.
+    pub machine_states: Vec<(String, MachineState)>,
 }
 
 impl Report {
@@ -441,6 +444,7 @@ pub struct Bench {
     suites: Vec<String>,
     records: Vec<Record>,
     notes: Vec<Note>,
+    machine_states: Vec<(String, MachineState)>,
     progress: indicatif::ProgressBar,
 }
 
@@ -460,6 +464,7 @@ impl Bench {
             suites: Vec::new(),
             records: Vec::new(),
             notes: Vec::new(),
+            machine_states: Vec::new(),
             progress,
         }
     }
@@ -481,6 +486,11 @@ impl Bench {
             suite: self.suite.clone(),
             text: text.into(),
         });
+    }
+
+    /// Records how the machine behaved at moment `when` (e.g. "before", "after").
+    pub fn machine_state(&mut self, when: impl Into<String>, state: MachineState) {
+        self.machine_states.push((when.into(), state));
     }
 
     /// Runs `case`: a checked warm-up round, then the configured number of interleaved rounds.
@@ -564,6 +574,7 @@ impl Bench {
             records: self.records,
             ratios,
             notes: self.notes,
+            machine_states: self.machine_states,
         }
     }
 }

@@ -180,7 +180,7 @@ fn ratio_cell(ratio: f64, metric: &Metric) -> String {
 fn header_lines(report: &Report) -> Vec<String> {
     let m = &report.machine;
     let rounds = if report.quick { 3 } else { 7 };
-    vec![
+    let mut lines = vec![
         format!(
             "pitlane {} at commit `{}`",
             env!("CARGO_PKG_VERSION"),
@@ -193,7 +193,11 @@ fn header_lines(report: &Report) -> Vec<String> {
              one run (✓: ours is better in the metric's direction).",
             if report.quick { "`--quick`" } else { "Full" }
         ),
-    ]
+    ];
+    for (when, state) in &report.machine_states {
+        lines.push(format!("Machine state {when}: {}.", state.describe()));
+    }
+    lines
 }
 
 /// `report.md`.
@@ -639,6 +643,13 @@ mod tests {
                 .subject(Subject::peer("std<x>", move || Ok(vec![1e6 * t as f64])));
             bench.measure(case).unwrap();
         }
+        bench.machine_state(
+            "before",
+            crate::env::MachineState {
+                parallel_speedup: 1.97,
+                round_trip_ns: 312.0,
+            },
+        );
         bench.finish()
     }
 
@@ -654,6 +665,10 @@ mod tests {
         );
         assert!(md.contains("| pitlane::x ÷ std<x> | 2.00× ✓ |"), "{md}");
         assert!(md.contains("timed with `Instant`"), "{md}");
+        assert!(
+            md.contains("Machine state before: two spinning threads did 1.97× the work of one (two cores); cache-line round trip between two threads 312 ns"),
+            "{md}"
+        );
     }
 
     #[test]

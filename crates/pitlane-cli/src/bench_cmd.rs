@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use pitlane_bench::env::MachineState;
 use pitlane_bench::harness::{Bench, RunConfig};
 use pitlane_bench::suites::{self, Suite};
 
@@ -132,6 +133,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
         threads,
         subjects,
     });
+    bench.machine_state("before the run", MachineState::probe());
     for suite in chosen {
         eprintln!("pitlane bench: running suite '{}'", suite.name());
         bench.begin_suite(suite.name());
@@ -140,6 +142,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
             return Ok(ExitCode::FAILURE);
         }
     }
+    bench.machine_state("after the run", MachineState::probe());
     let report = bench.finish();
     let written =
         pitlane_bench::report::write(&report, &args.out, args.json.as_deref()).map_err(|e| {
