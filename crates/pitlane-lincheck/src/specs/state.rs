@@ -20,10 +20,7 @@ type Values<T> = SmallVec<[T; INLINE]>;
 
 /// The values `values` then `last`, in one buffer of the final size.
 fn with_last<T: Clone>(values: &[T], last: &T) -> Values<T> {
-    let mut next = Values::with_capacity(values.len() + 1);
-    next.extend(values.iter().cloned());
-    next.push(last.clone());
-    next
+    values.iter().chain([last]).cloned().collect()
 }
 
 /// The state of a [`QueueSpec`](super::QueueSpec) or
