@@ -144,6 +144,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
     }
     bench.machine_state("after the run", MachineState::probe());
     let report = bench.finish();
+    if let Some(list) = &args.subjects
+        && report.records.is_empty()
+    {
+        return Err(UsageError(format!(
+            "--subjects {list:?}: no subject of the suites run has a name containing any of \
+             these (see the subject names in a report)"
+        )));
+    }
     let written =
         pitlane_bench::report::write(&report, &args.out, args.json.as_deref()).map_err(|e| {
             UsageError(format!(

@@ -111,3 +111,25 @@ fn subject_filter_keeps_only_matching_subjects() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_subject_filter_that_matches_nothing_is_an_error() {
+    let dir = std::env::temp_dir().join(format!("pitlane-cli-nomatch-{}", std::process::id()));
+    let (code, stdout, stderr) = pitlane(&[
+        "bench",
+        "lincheck",
+        "--quick",
+        "--subjects",
+        "no-such-subject",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    let last = stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: --subjects") && last.contains("no-such-subject"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
