@@ -23,6 +23,8 @@ fn pushes_and_pops_race_on_the_top_without_loss() {
         let mine = stack.pop();
         let theirs = other.join().unwrap();
         let mut all: Vec<u32> = [mine, theirs].into_iter().flatten().collect();
+        // The count beside the top is exact once every operation has finished.
+        assert_eq!(stack.size_guess(), 2 - all.len());
         all.extend(std::iter::from_fn(|| stack.pop()));
         all.sort_unstable();
         assert_eq!(all, [1, 2]);
