@@ -73,12 +73,35 @@ pub struct Metric {
     pub unit: &'static str,
     /// Which direction is good.
     pub better: Better,
+    /// Whether ours-versus-peer ratios are computed for it (not for a figure that explains
+    /// another, such as a backlog that is often zero).
+    pub ratios: bool,
 }
 
 impl Metric {
-    /// A metric.
+    /// A metric, with ratios.
     pub const fn new(name: &'static str, unit: &'static str, better: Better) -> Self {
-        Self { name, unit, better }
+        Self {
+            name,
+            unit,
+            better,
+            ratios: true,
+        }
+    }
+
+    /// The same metric, recorded (and reported) for every subject but never put in a ratio.
+    ///
+    /// ```
+    /// use pitlane_bench::harness::{Better, Metric};
+    ///
+    /// let backlog = Metric::new("backlog_items", "items", Better::Lower).without_ratios();
+    /// assert!(!backlog.ratios);
+    /// ```
+    pub const fn without_ratios(self) -> Self {
+        Self {
+            ratios: false,
+            ..self
+        }
     }
 }
 
@@ -410,7 +433,7 @@ pub fn summarize(samples: &[f64]) -> Option<(f64, f64, f64)> {
 /// metric.
 pub fn ratios(records: &[Record]) -> Vec<Ratio> {
     let mut out = Vec::new();
-    for ours in records.iter().filter(|r| !r.peer) {
+    for ours in records.iter().filter(|r| !r.peer && r.metric.ratios) {
         for peer in records.iter().filter(|r| {
             r.peer
                 && r.suite == ours.suite
@@ -611,6 +634,31 @@ mod tests {
         } else {
             Subject::ours(name, run)
         }
+    }
+
+    #[test]
+    fn a_metric_without_ratios_is_recorded_but_never_compared() {
+        let mut bench = Bench::new(RunConfig::quick());
+        bench.begin_suite("synthetic");
+        let metrics = vec![
+            Metric::new("ops_per_s", "ops/s", Better::Higher),
+            Metric::new("backlog_items", "items", Better::Lower).without_ratios(),
+        ];
+        let two = |a: f64, b: f64| move || Ok(vec![a, b]);
+        let case = Case::new("w", params! {"threads" => 2}, metrics)
+            .subject(Subject::ours("ours", two(10.0, 5.0)))
+            .subject(Subject::peer("peer", two(5.0, 50.0)));
+        bench.measure(case).unwrap();
+        let report = bench.finish();
+        let backlog: Vec<_> = report
+            .records
+            .iter()
+            .filter(|r| r.metric.name == "backlog_items")
+            .map(|r| (r.subject.as_str(), r.median))
+            .collect();
+        assert_eq!(backlog, [("ours", 5.0), ("peer", 50.0)]);
+        let compared: Vec<_> = report.ratios.iter().map(|r| r.metric.name).collect();
+        assert_eq!(compared, ["ops_per_s"]);
     }
 
     #[test]

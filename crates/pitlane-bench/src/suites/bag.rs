@@ -28,7 +28,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,8 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "producer_consumer",
-        about: "half the threads push, half pop, then drain; Mops/s at 2/4 threads",
+        about: "half the threads push, half pop, then drain; Mops/s at 2/4 threads, and the \
+                backlog left when the producers stopped",
     },
 ];
 
@@ -67,6 +68,9 @@ const ROUND: usize = 64;
 const SEQ_BITS: u32 = 40;
 /// Failed attempts a waiting thread spins through before it yields its core once.
 const SPINS_BEFORE_YIELD: u32 = 64;
+/// A producer_consumer consumer looks whether the producers have stopped once per this many
+/// pops (and whenever it finds the structure empty), to measure the backlog.
+const BACKLOG_CHECK: u64 = 256;
 
 impl Suite for Bag {
     fn name(&self) -> &'static str {
@@ -94,7 +98,11 @@ impl Suite for Bag {
              Bagpipe handle holds one such session per pipe. Bounded subjects have capacity \
              {CAPACITY}. \
              producer_consumer needs a producer and a consumer, so it runs at 2 and 4 threads \
-             only.",
+             only; its Mops/s include the drain after the producers stop, and its \
+             `backlog_items` is how many items were still in the structure when they stopped \
+             (to within {BACKLOG_CHECK} per consumer): an unbounded structure whose consumers \
+             fall behind runs both sides without sharing a cache line, and is paid for in \
+             memory instead.",
             run_for.as_millis(),
             crate::env::cores(),
             Bagpipe::<mpmc::Queue<u64>>::new().pipe_count(),
@@ -115,7 +123,11 @@ impl Suite for Bag {
             }
         }
         for &t in threads.iter().filter(|&&t| t >= 2) {
-            let mut case = Case::new("producer_consumer", params! {"threads" => t}, metric());
+            let metrics = vec![
+                Metric::new("mops_per_s", "Mops/s", Better::Higher),
+                Metric::new("backlog_items", "items", Better::Lower).without_ratios(),
+            ];
+            let mut case = Case::new("producer_consumer", params! {"threads" => t}, metrics);
             for entry in subjects() {
                 let run = move || (entry.producer_consumer)(t, run_for);
                 case.push(entry.subject(run));
@@ -677,6 +689,8 @@ fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Duration) -> Ru
     let bag = S::make();
     let stop = AtomicBool::new(false);
     let producing = AtomicUsize::new(producers);
+    // Pops that each consumer made before it saw that every producer had stopped.
+    let popped_while_producing = AtomicU64::new(0);
     let start = Barrier::new(producers + consumers + 1);
     let outcomes = thread::scope(|s| {
         let mut workers = Vec::new();
@@ -707,10 +721,12 @@ fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Duration) -> Ru
         }
         for _ in 0..consumers {
             let (bag, start, producing) = (&bag, &start, &producing);
+            let popped_while_producing = &popped_while_producing;
             workers.push(s.spawn(move || {
                 let worker = bag.worker();
                 let mut order = OrderCheck::new(S::FIFO, producers);
                 let mut popped = Tally::default();
+                let mut popped_when_producers_done = None;
                 let mut misses = 0_u32;
                 start.wait();
                 let started = Instant::now();
@@ -718,10 +734,17 @@ fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Duration) -> Ru
                     if let Some(got) = worker.try_pop() {
                         order.see(got)?;
                         popped.add(got);
+                        if popped_when_producers_done.is_none()
+                            && popped.count % BACKLOG_CHECK == 0
+                            && producing.load(Ordering::Relaxed) == 0
+                        {
+                            popped_when_producers_done = Some(popped.count);
+                        }
                         continue;
                     }
                     // Empty: done once every producer has stopped and nothing is left.
                     if producing.load(Ordering::Acquire) == 0 {
+                        popped_when_producers_done.get_or_insert(popped.count);
                         match worker.try_pop() {
                             Some(got) => {
                                 order.see(got)?;
@@ -738,11 +761,16 @@ fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Duration) -> Ru
                         std::hint::spin_loop();
                     }
                 }
+                let ended = Instant::now();
+                popped_while_producing.fetch_add(
+                    popped_when_producers_done.unwrap_or(popped.count),
+                    Ordering::Relaxed,
+                );
                 Ok(Outcome {
                     pushed: Tally::default(),
                     popped,
                     started,
-                    ended: Instant::now(),
+                    ended,
                 })
             }));
         }
@@ -755,7 +783,11 @@ fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Duration) -> Ru
             .collect::<Result<Vec<_>, String>>()
     })?;
     let operations = drain_and_check(&bag, Tally::default(), &outcomes)?;
-    rate(operations, &outcomes)
+    let pushed: u64 = outcomes.iter().map(|o| o.pushed.count).sum();
+    let backlog = pushed.saturating_sub(popped_while_producing.into_inner());
+    let mut figures = rate(operations, &outcomes)?;
+    figures.push(backlog as f64);
+    Ok(figures)
 }
 
 #[cfg(test)]
@@ -775,6 +807,57 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{} producer_consumer: {e}", entry.name))[0];
             assert!(rate > 0.0, "{}", entry.name);
         }
+    }
+
+    /// A queue whose first pops take 200 µs each (40 ms in all), so that its consumer falls
+    /// behind; later pops are quick, so that the drain does not take long.
+    struct SlowPops(crossbeam_queue::SegQueue<u64>, AtomicUsize);
+
+    impl Worker for SlowPops {
+        fn try_push(&self, item: u64) -> Result<(), u64> {
+            self.0.push(item);
+            Ok(())
+        }
+        fn try_pop(&self) -> Option<u64> {
+            if self.1.fetch_add(1, Ordering::Relaxed) < 200 {
+                thread::sleep(Duration::from_micros(200));
+            }
+            self.0.pop()
+        }
+    }
+
+    impl BagSubject for SlowPops {
+        const NAME: &'static str = "slow pops";
+        const PEER: bool = true;
+        const FIFO: bool = true;
+        fn make() -> Self {
+            Self(crossbeam_queue::SegQueue::new(), AtomicUsize::new(0))
+        }
+        fn worker(&self) -> impl Worker + '_ {
+            self
+        }
+    }
+
+    #[test]
+    fn the_backlog_shows_a_consumer_that_falls_behind() {
+        let figures = run_producer_consumer::<SlowPops>(2, Duration::from_millis(20)).unwrap();
+        let [rate, backlog] = figures[..] else {
+            panic!("two figures expected, got {figures:?}");
+        };
+        assert!(rate > 0.0);
+        // The 20 ms run ends while the consumer is still in its slow pops, after at most 100 of
+        // them; the producer pushes far more than that.
+        assert!(backlog > 1000.0, "backlog {backlog}");
+    }
+
+    #[test]
+    fn the_backlog_never_exceeds_what_a_bounded_queue_holds() {
+        // A bounded queue holds at most CAPACITY items, and the backlog, counted from pops the
+        // consumer made by the time it saw the producers stop, cannot exceed what it held then.
+        let figures =
+            run_producer_consumer::<crossbeam_queue::ArrayQueue<u64>>(2, Duration::from_millis(20))
+                .unwrap();
+        assert!(figures[1] <= CAPACITY as f64, "backlog {}", figures[1]);
     }
 
     #[test]
