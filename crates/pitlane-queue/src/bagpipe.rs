@@ -294,14 +294,7 @@ impl<B: WeakBag> Bagpipe<B> {
     #[inline]
     pub fn push(&self, item: B::Item) {
         with_thread_walk(|walk| {
-            if self
-                .push_walk(walk, item, usize::MAX, |i, item| {
-                    self.pipes[i].try_push(item)
-                })
-                .is_err()
-            {
-                unreachable!("an unbounded walk only ends in success")
-            }
+            self.push_walk_until_taken(walk, item, |i, item| self.pipes[i].try_push(item))
         })
     }
 
@@ -357,6 +350,19 @@ impl<B: WeakBag> Bagpipe<B> {
         match attempt(walk.get().push_at & self.mask, item) {
             Ok(()) => Ok(()),
             Err(item) => self.push_walk_contended(walk, item, budget, attempt),
+        }
+    }
+
+    /// [`push_walk`](Self::push_walk) with no budget: it ends only when a pipe takes the item.
+    #[inline]
+    fn push_walk_until_taken(
+        &self,
+        walk: &Cell<Walk>,
+        item: B::Item,
+        attempt: impl Fn(usize, B::Item) -> Result<(), B::Item>,
+    ) {
+        if self.push_walk(walk, item, usize::MAX, attempt).is_err() {
+            unreachable!("an unbounded walk only ends in success")
         }
     }
 
@@ -475,14 +481,7 @@ where
     /// that [`revoke`](Self::revoke) can take it back.
     pub fn push_revocable(&self, item: B::Item) {
         with_thread_walk(|walk| {
-            if self
-                .push_walk(walk, item, usize::MAX, |i, item| {
-                    self.pipes[i].try_push_revocable(item)
-                })
-                .is_err()
-            {
-                unreachable!("an unbounded walk only ends in success")
-            }
+            self.push_walk_until_taken(walk, item, |i, item| self.pipes[i].try_push_revocable(item))
         })
     }
 
@@ -590,15 +589,10 @@ impl<B: WeakBag> Handle<'_, B> {
     pub fn push(&self, item: B::Item) {
         self.tick();
         let sessions = self.sessions.borrow();
-        if self
-            .bagpipe
-            .push_walk(&self.walk, item, usize::MAX, |i, item| {
+        self.bagpipe
+            .push_walk_until_taken(&self.walk, item, |i, item| {
                 self.bagpipe.pipes[i].try_push_in(item, &sessions[i])
             })
-            .is_err()
-        {
-            unreachable!("an unbounded walk only ends in success")
-        }
     }
 
     /// The bail-out push: walks until a pipe takes `item` or `give_up_after` attempts have lost
@@ -679,15 +673,10 @@ where
     /// Pushes `item` with tracking, walking until a pipe takes it.
     pub fn push_revocable(&self, item: B::Item) {
         self.tick();
-        if self
-            .bagpipe
-            .push_walk(&self.walk, item, usize::MAX, |i, item| {
+        self.bagpipe
+            .push_walk_until_taken(&self.walk, item, |i, item| {
                 self.bagpipe.pipes[i].try_push_revocable(item)
             })
-            .is_err()
-        {
-            unreachable!("an unbounded walk only ends in success")
-        }
     }
 }
 
