@@ -30,12 +30,20 @@
 //! - **Pop**: read the top and the index below it, CAS the top from that snapshot to the index
 //!   below. The winner owns the node: it moves the value out, and returns the node to the free
 //!   list.
-//! - **Size**: beside the top word, on its cache line, a count of pushes minus pops, which each
-//!   successful push or pop updates right after its CAS, while the line is still in its cache.
-//!   [`Stack::size_guess`] reads only that count. (An earlier version stored each node's depth
-//!   in the node, which made every push read the node below it: a second cache line, written by
-//!   the other thread, on the path between the load of the top and the CAS. Dropping that read
-//!   took the bench's `producer_consumer` at two threads from 7–10 to 19–29 Mops/s.)
+//! - **Size**: each successful push or pop counts itself right after its CAS. A [`Handle`]
+//!   counts in a *tally* of its own (pushes minus pops, on its own cache line, written only by
+//!   the handle, with a plain load and store); an operation without a handle counts with a
+//!   `fetch_add` on a shared count beside the top word, on the line its CAS has just taken.
+//!   [`Stack::size_guess`] adds the shared count and every tally. Tallies form an append-only
+//!   list; a dropped handle leaves its tally, count and all, to the next handle, so the list is
+//!   only as long as the most handles alive at once.
+//!
+//!   Two earlier versions cost more, measured with the bench at two threads: a depth stored in
+//!   every node made each push read the node below it (a line the other thread wrote) between
+//!   its load of the top and its CAS, and dropping that read took `producer_consumer` from
+//!   7–10 to 19–29 Mops/s; then a `fetch_add` on the shared count after every CAS, which kept
+//!   the top's line busy for one more read-modify-write, and moving handles to tallies took
+//!   `pairs` from 11–12 to 14–16 Mops/s.
 //!
 //! The free list holds *batches*: chains of free nodes, linked through their `next` words, whose
 //! first nodes are linked through a second word, `next_batch`. A thread without a
@@ -73,7 +81,7 @@ use core::marker::PhantomData;
 use core::ptr;
 
 use crossbeam_utils::CachePadded;
-use pitlane_sync::shim::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use pitlane_sync::shim::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use pitlane_sync::{Tagged, TaggedIndex};
 
 use crate::revoke::{self, Revocable, RevocableBag};
@@ -104,6 +112,8 @@ pub struct Stack<T> {
     /// Chunk `k` holds nodes `FIRST_CHUNK * (2^k - 1) ..` and is installed once, by CAS from
     /// null, by whoever first needs a node in it.
     chunks: [AtomicPtr<Node<T>>; CHUNKS],
+    /// The tallies of handles, past and present: an append-only list, freed with the stack.
+    tallies: AtomicPtr<Tally>,
     _owns: PhantomData<T>,
 }
 
@@ -113,16 +123,39 @@ unsafe impl<T: Send> Send for Stack<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for Stack<T> {}
 
-/// The word every push and pop exchanges, and the count [`Stack::size_guess`] reads.
+/// The word every push and pop exchanges, and the count of operations made without a handle.
 struct Top {
     /// The top node and its generation; [`Tagged::NIL`] when the stack is empty.
     word: TaggedIndex,
-    /// Successful pushes minus successful pops, wrapping. Each operation counts itself just
-    /// after its exchange of `word`, on the line that exchange has just taken exclusively, so
-    /// the count costs no cache miss of its own. Between an exchange and its count it is off by
-    /// one, and it can dip below zero (a pop counted before the push it popped), which
-    /// `size_guess` reads as zero.
+    /// Successful pushes minus successful pops made without a [`Handle`] of this stack,
+    /// wrapping. Each such operation counts itself just after its exchange of `word`, on the
+    /// line that exchange has just taken exclusively, so the count costs no cache miss of its
+    /// own. Between an exchange and its count the total is off by one, and this count or the
+    /// total can dip below zero (a pop counted before the push it popped), which `size_guess`
+    /// reads as zero.
     nodes: AtomicUsize,
+}
+
+/// The pushes minus pops made through one [`Handle`] (wrapping), on a cache line of its own.
+/// Only the handle that holds it writes it, with a plain load and store, so counting costs a
+/// handle's operation no read-modify-write; [`Stack::size_guess`] adds all tallies to the
+/// shared count. A dropped handle leaves its tally to the next handle, count and all.
+struct Tally {
+    count: CachePadded<AtomicUsize>,
+    /// Whether a live handle holds this tally.
+    held: AtomicBool,
+    /// The next tally of the list; set before the tally is published, never changed after.
+    next: AtomicPtr<Tally>,
+}
+
+impl Tally {
+    /// Adds `delta` (wrapping). Only the holder of the tally may call it.
+    #[inline]
+    fn add(&self, delta: usize) {
+        let count = self.count.load(Ordering::Relaxed);
+        self.count
+            .store(count.wrapping_add(delta), Ordering::Relaxed);
+    }
 }
 
 /// One element of the stack or of the free list.
@@ -172,6 +205,7 @@ impl<T> Stack<T> {
             free: CachePadded::new(TaggedIndex::new(Tagged::NIL)),
             fresh: CachePadded::new(AtomicUsize::new(0)),
             chunks: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            tallies: AtomicPtr::new(ptr::null_mut()),
             _owns: PhantomData,
         }
     }
@@ -246,7 +280,7 @@ impl<T> Stack<T> {
             {
                 return Err(PopError::Transient);
             }
-            self.top.nodes.fetch_sub(1, Ordering::Relaxed);
+            self.count(1_usize.wrapping_neg(), stash);
             // The node is ours now.
             let state = node.slot.state.load(Ordering::Acquire);
             let item = if state == FULL {
@@ -292,8 +326,15 @@ impl<T> Stack<T> {
     pub fn size_guess(&self) -> usize {
         // Below zero (a huge unsigned value) while a pop has counted itself before the push
         // of the node it popped.
-        let nodes = self.top.nodes.load(Ordering::Relaxed) as isize;
-        nodes.max(0) as usize
+        let mut nodes = self.top.nodes.load(Ordering::Relaxed);
+        let mut at = self.tallies.load(Ordering::Acquire);
+        while !at.is_null() {
+            // SAFETY: as in `hold_tally`.
+            let tally = unsafe { &*at };
+            nodes = nodes.wrapping_add(tally.count.load(Ordering::Relaxed));
+            at = tally.next.load(Ordering::Relaxed);
+        }
+        (nodes as isize).max(0) as usize
     }
 
     /// A handle for the calling thread: the stack's operations with a private stash of free
@@ -315,6 +356,7 @@ impl<T> Stack<T> {
         Handle {
             stack: self,
             stash: RefCell::new(Vec::with_capacity(2 * STASH_BATCH + 1)),
+            tally: self.hold_tally(),
         }
     }
 
@@ -428,6 +470,64 @@ impl<T> Stack<T> {
         self.give_batch(index);
     }
 
+    /// Counts a successful push (`delta` 1) or pop (`delta` −1, wrapping): in the tally of
+    /// `stash` if it belongs to this stack, else in the shared count beside the top.
+    #[inline]
+    fn count(&self, delta: usize, stash: Option<&Handle<'_, T>>) {
+        match stash {
+            Some(stash) if ptr::eq(stash.stack, self) => stash.tally.add(delta),
+            _ => {
+                self.top.nodes.fetch_add(delta, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A tally for a new handle: a free one from the list, or a new one added to it.
+    fn hold_tally(&self) -> &Tally {
+        let mut at = self.tallies.load(Ordering::Acquire);
+        while !at.is_null() {
+            // SAFETY: tallies are published with a release CAS (seen by the acquire loads that
+            // led here) and freed only when the stack is dropped.
+            let tally = unsafe { &*at };
+            if !tally.held.load(Ordering::Relaxed)
+                && tally
+                    .held
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return tally;
+            }
+            at = tally.next.load(Ordering::Relaxed);
+        }
+        self.add_tally()
+    }
+
+    #[cold]
+    fn add_tally(&self) -> &Tally {
+        let tally = Box::into_raw(Box::new(Tally {
+            count: CachePadded::new(AtomicUsize::new(0)),
+            held: AtomicBool::new(true),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }));
+        let mut head = self.tallies.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `tally` came from `Box::into_raw` just above and is freed only with the
+            // stack.
+            unsafe { &(*tally).next }.store(head, Ordering::Relaxed);
+            match self.tallies.compare_exchange_weak(
+                head,
+                tally,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                // SAFETY: published now, and freed only when the stack is dropped, which the
+                // `&self` borrow of the returned reference outlives.
+                Ok(_) => return unsafe { &*tally },
+                Err(now) => head = now,
+            }
+        }
+    }
+
     /// A node for a push: from `stash` if it belongs to this stack, else shared.
     #[inline]
     fn allocate_in(&self, stash: Option<&Handle<'_, T>>) -> u32 {
@@ -474,7 +574,7 @@ impl<T> Stack<T> {
             .compare_exchange(top, index, Ordering::Release, Ordering::Relaxed)
         {
             Ok(_) => {
-                self.top.nodes.fetch_add(1, Ordering::Relaxed);
+                self.count(1, stash);
                 Ok(())
             }
             Err(_) => self.unprepare(index, node, tag, stash),
@@ -531,7 +631,7 @@ impl<T> Stack<T> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.top.nodes.fetch_add(1, Ordering::Relaxed);
+                    self.count(1, stash);
                     return;
                 }
                 Err(_) => {
@@ -566,6 +666,8 @@ pub struct Handle<'a, T> {
     stack: &'a Stack<T>,
     /// Free nodes of `stack` owned by this handle alone.
     stash: RefCell<Vec<u32>>,
+    /// Where this handle counts its pushes and pops, held by it alone.
+    tally: &'a Tally,
 }
 
 impl<T> Handle<'_, T> {
@@ -670,6 +772,9 @@ impl<T> Drop for Handle<'_, T> {
         for batch in stash.chunks(STASH_BATCH) {
             self.stack.give_nodes(batch);
         }
+        // The next holder continues from our count; Release orders it before that holder's
+        // updates.
+        self.tally.held.store(false, Ordering::Release);
     }
 }
 
@@ -684,6 +789,14 @@ impl<T> fmt::Debug for Handle<'_, T> {
 
 impl<T> Drop for Stack<T> {
     fn drop(&mut self) {
+        let mut at = self.tallies.load(Ordering::Relaxed);
+        while !at.is_null() {
+            // SAFETY: every tally was made by `add_tally` with `Box::into_raw` and is on the
+            // list once; no handle outlives the stack it borrows, and `&mut self` excludes
+            // every other access.
+            let tally = unsafe { Box::from_raw(at) };
+            at = tally.next.load(Ordering::Relaxed);
+        }
         for (chunk, base) in self.chunks.iter().enumerate() {
             let base = base.load(Ordering::Relaxed);
             if base.is_null() {
@@ -771,5 +884,77 @@ impl<T: Revocable> RevocableBag for Stack<T> {
         // SAFETY: node memory lives until the stack is dropped, which the caller promises has
         // not happened (for the stack the handle may name).
         unsafe { revoke::revoke_slot(item) }
+    }
+}
+
+#[cfg(all(test, not(pitlane_loom)))]
+mod tests {
+    use super::*;
+
+    /// How many tallies the stack's list holds.
+    fn tallies<T>(stack: &Stack<T>) -> usize {
+        let mut at = stack.tallies.load(Ordering::Acquire);
+        let mut count = 0;
+        while !at.is_null() {
+            count += 1;
+            // SAFETY: tallies live as long as the stack.
+            at = unsafe { &*at }.next.load(Ordering::Relaxed);
+        }
+        count
+    }
+
+    #[test]
+    fn size_guess_adds_the_handles_tallies_to_the_shared_count() {
+        let stack = Stack::new();
+        stack.push(0);
+        let first = stack.handle();
+        let second = stack.handle();
+        first.push(1);
+        first.push(2);
+        second.push(3);
+        assert_eq!(second.pop(), Some(3));
+        // A pop through `second` of an item `first` pushed: `second`'s tally goes below zero.
+        assert_eq!(second.pop(), Some(2));
+        assert_eq!(stack.size_guess(), 2);
+        assert_eq!(stack.pop(), Some(1));
+        assert_eq!(stack.size_guess(), 1);
+        assert_eq!(tallies(&stack), 2);
+    }
+
+    #[test]
+    fn a_dropped_handles_tally_goes_to_the_next_handle_with_its_count() {
+        let stack = Stack::new();
+        for round in 0..10 {
+            let handle = stack.handle();
+            handle.push(round);
+            handle.push(round);
+            assert_eq!(handle.pop(), Some(round));
+            assert_eq!(stack.size_guess(), round + 1);
+        }
+        // One handle at a time: one tally, reused.
+        assert_eq!(tallies(&stack), 1);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let handle = stack.handle();
+                    (0..1000).for_each(|i| handle.push(i));
+                    // Each thread pushed its 1000 first, so at least 500 are there.
+                    (0..500).for_each(|_| assert!(handle.pop().is_some()));
+                });
+            }
+        });
+        assert_eq!(stack.size_guess(), 10 + 4 * 500);
+        assert!(tallies(&stack) <= 4, "{} tallies", tallies(&stack));
+    }
+
+    #[test]
+    fn a_session_of_another_stack_counts_in_the_shared_count() {
+        let (stack, other) = (Stack::new(), Stack::new());
+        let foreign = other.handle();
+        WeakBag::try_push_in(&stack, 1, &foreign).unwrap();
+        assert_eq!(stack.size_guess(), 1);
+        assert_eq!(other.size_guess(), 0);
+        assert_eq!(WeakBag::try_pop_in(&stack, &foreign), Ok(1));
+        assert_eq!(stack.size_guess(), 0);
     }
 }

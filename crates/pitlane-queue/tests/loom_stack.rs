@@ -64,3 +64,33 @@ fn a_handle_stash_and_the_shared_free_list_trade_batches() {
         assert_eq!(handle.pop(), Some(1));
     });
 }
+
+#[test]
+fn handles_count_in_tallies_that_later_handles_inherit() {
+    loom::model(|| {
+        let stack = Arc::new(Stack::new());
+        let other = {
+            let stack = stack.clone();
+            thread::spawn(move || {
+                // Races with the main thread's handle to add or take a tally.
+                let handle = stack.handle();
+                handle.push(1);
+                handle.push(2);
+                handle.pop()
+            })
+        };
+        let handle = stack.handle();
+        handle.push(3);
+        let mine = handle.pop();
+        drop(handle);
+        let theirs = other.join().unwrap();
+        let popped = [mine, theirs].into_iter().flatten().count();
+        // The handles' tallies add up to the exact count once every operation has finished.
+        assert_eq!(stack.size_guess(), 3 - popped);
+        // A new handle inherits a dropped handle's tally, count and all.
+        let handle = stack.handle();
+        let drained = std::iter::from_fn(|| handle.pop()).count();
+        assert_eq!(drained, 3 - popped);
+        assert_eq!(stack.size_guess(), 0);
+    });
+}
