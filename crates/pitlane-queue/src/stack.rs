@@ -42,8 +42,8 @@
 //!   every node made each push read the node below it (a line the other thread wrote) between
 //!   its load of the top and its CAS, and dropping that read took `producer_consumer` from
 //!   7–10 to 19–29 Mops/s; then a `fetch_add` on the shared count after every CAS, which kept
-//!   the top's line busy for one more read-modify-write, and moving handles to tallies took
-//!   `pairs` from 11–12 to 14–16 Mops/s.
+//!   the top's line busy for one more read-modify-write. Moving handles to tallies gained
+//!   8–37% on `pairs` in four interleaved before/after pairs of runs (11–15 → 14–17 Mops/s).
 //!
 //! The free list holds *batches*: chains of free nodes, linked through their `next` words, whose
 //! first nodes are linked through a second word, `next_batch`. A thread without a
