@@ -7,7 +7,9 @@
 
 use pitlane_lincheck::specs::{ContainerOp, ContainerRet, QueueSpec, StackSpec, WeakBagSpec};
 use pitlane_lincheck::subjects::{Entry, Registry};
-use pitlane_lincheck::{Runner, Settings, SettingsError, Shared, Summary, workload};
+use pitlane_lincheck::{
+    Runner, SequentialSpec, Settings, SettingsError, Shared, Summary, workload,
+};
 use pitlane_queue::bagpipe::Bagpipe;
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::stack::Stack;
@@ -62,37 +64,37 @@ fn retrying<B: WeakBag<Item = u64>>(bag: &B, op: &ContainerOp<u64>) -> Container
     }
 }
 
-fn run_mpmc(settings: &Settings) -> Result<Summary, SettingsError> {
-    let subject = Shared::new(
-        Queue::<u64>::new,
-        |q: &Queue<u64>, op: &ContainerOp<u64>| retrying(q, op),
-    );
-    let report = Runner::new(QueueSpec::new(), subject, workload::push_pop)
+/// Checks the bag that `make` builds, through its retrying `push` and `pop`, against `spec`.
+fn check_retrying<B, S>(
+    make: fn() -> B,
+    spec: S,
+    settings: &Settings,
+) -> Result<Summary, SettingsError>
+where
+    B: WeakBag<Item = u64> + Send + Sync,
+    S: SequentialSpec<Op = ContainerOp<u64>, Ret = ContainerRet<u64>>,
+{
+    let subject = Shared::new(make, retrying::<B>);
+    let report = Runner::new(spec, subject, workload::push_pop)
         .settings(*settings)
         .run()?;
     Ok(report.summary())
+}
+
+fn run_mpmc(settings: &Settings) -> Result<Summary, SettingsError> {
+    check_retrying(Queue::<u64>::new, QueueSpec::new(), settings)
 }
 
 fn run_mpmc_small_segments(settings: &Settings) -> Result<Summary, SettingsError> {
-    let subject = Shared::new(
+    check_retrying(
         Queue::<u64, 2>::with_segment_size,
-        |q: &Queue<u64, 2>, op: &ContainerOp<u64>| retrying(q, op),
-    );
-    let report = Runner::new(QueueSpec::new(), subject, workload::push_pop)
-        .settings(*settings)
-        .run()?;
-    Ok(report.summary())
+        QueueSpec::new(),
+        settings,
+    )
 }
 
 fn run_stack(settings: &Settings) -> Result<Summary, SettingsError> {
-    let subject = Shared::new(
-        Stack::<u64>::new,
-        |s: &Stack<u64>, op: &ContainerOp<u64>| retrying(s, op),
-    );
-    let report = Runner::new(StackSpec::new(), subject, workload::push_pop)
-        .settings(*settings)
-        .run()?;
-    Ok(report.summary())
+    check_retrying(Stack::<u64>::new, StackSpec::new(), settings)
 }
 
 fn run_bagpipe(settings: &Settings) -> Result<Summary, SettingsError> {

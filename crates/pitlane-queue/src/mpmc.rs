@@ -781,12 +781,7 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// [`Queue::push`] without a pin of its own.
     #[inline]
     pub fn push(&self, item: T) {
-        let mut item = item;
-        let pause = crate::weak_bag::RetryPause::new();
-        while let Err(back) = self.try_push(item) {
-            item = back;
-            pause.pause();
-        }
+        crate::weak_bag::retry_push(item, |item| self.try_push(item))
     }
 
     /// [`Queue::try_pop`] without a pin of its own.
@@ -799,14 +794,7 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// [`Queue::pop`] without a pin of its own.
     #[inline]
     pub fn pop(&self) -> Option<T> {
-        let pause = crate::weak_bag::RetryPause::new();
-        loop {
-            match self.try_pop() {
-                Ok(item) => return Some(item),
-                Err(PopError::Empty) => return None,
-                Err(PopError::Transient) => pause.pause(),
-            }
-        }
+        crate::weak_bag::retry_pop(|| self.try_pop())
     }
 
     /// The queue this handle works on.

@@ -174,12 +174,7 @@ where
     /// Like [`push`](WeakBag::push), tracking the item like
     /// [`try_push_revocable`](Self::try_push_revocable).
     fn push_revocable(&self, item: Self::Item) {
-        let mut item = item;
-        let pause = crate::weak_bag::RetryPause::new();
-        while let Err(back) = self.try_push_revocable(item) {
-            item = back;
-            pause.pause();
-        }
+        crate::weak_bag::retry_push(item, |item| self.try_push_revocable(item))
     }
 
     /// Removes `item` from wherever it sits with one compare-and-swap on its slot: no pop will

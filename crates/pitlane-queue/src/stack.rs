@@ -692,14 +692,7 @@ impl<T> Handle<'_, T> {
     /// [`Stack::pop`], keeping the nodes in the stash.
     #[inline]
     pub fn pop(&self) -> Option<T> {
-        let pause = RetryPause::new();
-        loop {
-            match self.try_pop() {
-                Ok(item) => return Some(item),
-                Err(PopError::Empty) => return None,
-                Err(PopError::Transient) => pause.pause(),
-            }
-        }
+        crate::weak_bag::retry_pop(|| self.try_pop())
     }
 
     /// The stack this handle works on.

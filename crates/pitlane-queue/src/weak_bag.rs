@@ -78,25 +78,13 @@ pub trait WeakBag {
 
     /// Inserts `item`, retrying transient failures until it is in.
     fn push(&self, item: Self::Item) {
-        let mut item = item;
-        let pause = RetryPause::new();
-        while let Err(back) = self.try_push(item) {
-            item = back;
-            pause.pause();
-        }
+        retry_push(item, |item| self.try_push(item))
     }
 
     /// Removes an item, retrying transient failures; `None` once an attempt finds the bag
     /// empty.
     fn pop(&self) -> Option<Self::Item> {
-        let pause = RetryPause::new();
-        loop {
-            match self.try_pop() {
-                Ok(item) => return Some(item),
-                Err(PopError::Empty) => return None,
-                Err(PopError::Transient) => pause.pause(),
-            }
-        }
+        retry_pop(|| self.try_pop())
     }
 
     /// About how many items the bag holds: exact when no operation is in flight, otherwise
@@ -134,6 +122,31 @@ pub trait WeakBag {
     fn try_pop_in(&self, session: &Self::Session<'_>) -> Result<Self::Item, PopError> {
         let _ = session;
         self.try_pop()
+    }
+}
+
+/// Repeats `try_push` until it takes `item`, pausing after each lost race.
+#[inline]
+pub(crate) fn retry_push<T>(item: T, mut try_push: impl FnMut(T) -> Result<(), T>) {
+    let mut item = item;
+    let pause = RetryPause::new();
+    while let Err(back) = try_push(item) {
+        item = back;
+        pause.pause();
+    }
+}
+
+/// Repeats `try_pop` until it returns an item or finds the bag empty (`None`), pausing after
+/// each lost race.
+#[inline]
+pub(crate) fn retry_pop<T>(mut try_pop: impl FnMut() -> Result<T, PopError>) -> Option<T> {
+    let pause = RetryPause::new();
+    loop {
+        match try_pop() {
+            Ok(item) => return Some(item),
+            Err(PopError::Empty) => return None,
+            Err(PopError::Transient) => pause.pause(),
+        }
     }
 }
 
