@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{assert_one_line_error, pitlane};
 
 #[test]
@@ -105,11 +103,7 @@ fn bad_arguments_are_one_line_errors() {
 
 #[test]
 fn pitlane_queue_subjects_are_listed_and_pass() {
-    let list = Command::new(env!("CARGO_BIN_EXE_pitlane"))
-        .args(["lincheck", "--list"])
-        .output()
-        .expect("run pitlane");
-    let listed = String::from_utf8_lossy(&list.stdout);
+    let (_, listed, _) = pitlane(&["lincheck", "--list"]);
     for name in [
         "pitlane-mpmc",
         "pitlane-mpmc-small-segments",
@@ -117,16 +111,7 @@ fn pitlane_queue_subjects_are_listed_and_pass() {
         "pitlane-bagpipe",
     ] {
         assert!(listed.contains(name), "{name} missing from:\n{listed}");
-        let out = Command::new(env!("CARGO_BIN_EXE_pitlane"))
-            .args(["lincheck", name, "--rounds", "300", "--seed", "7"])
-            .output()
-            .expect("run pitlane");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{name}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (code, stdout, stderr) = pitlane(&["lincheck", name, "--rounds", "300", "--seed", "7"]);
+        assert_eq!(code, 0, "{name}: {stdout}{stderr}");
     }
 }

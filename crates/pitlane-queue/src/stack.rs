@@ -326,14 +326,11 @@ impl<T> Stack<T> {
     pub fn size_guess(&self) -> usize {
         // Below zero (a huge unsigned value) while a pop has counted itself before the push
         // of the node it popped.
-        let mut nodes = self.top.nodes.load(Ordering::Relaxed);
-        let mut at = self.tallies.load(Ordering::Acquire);
-        while !at.is_null() {
-            // SAFETY: as in `hold_tally`.
-            let tally = unsafe { &*at };
-            nodes = nodes.wrapping_add(tally.count.load(Ordering::Relaxed));
-            at = tally.next.load(Ordering::Relaxed);
-        }
+        let nodes = self
+            .tally_list()
+            .fold(self.top.nodes.load(Ordering::Relaxed), |sum, t| {
+                sum.wrapping_add(t.count.load(Ordering::Relaxed))
+            });
         (nodes as isize).max(0) as usize
     }
 
@@ -482,24 +479,30 @@ impl<T> Stack<T> {
         }
     }
 
+    /// The tallies of handles, past and present, newest first.
+    fn tally_list(&self) -> impl Iterator<Item = &Tally> {
+        let first = self.tallies.load(Ordering::Acquire);
+        core::iter::successors(
+            // SAFETY: tallies are published with a release CAS (seen by this acquire load; a
+            // tally's `next` was set before it was published) and freed only when the stack
+            // is dropped, which the `&self` borrow outlives.
+            unsafe { first.as_ref() },
+            // SAFETY: as above.
+            |tally| unsafe { tally.next.load(Ordering::Relaxed).as_ref() },
+        )
+    }
+
     /// A tally for a new handle: a free one from the list, or a new one added to it.
     fn hold_tally(&self) -> &Tally {
-        let mut at = self.tallies.load(Ordering::Acquire);
-        while !at.is_null() {
-            // SAFETY: tallies are published with a release CAS (seen by the acquire loads that
-            // led here) and freed only when the stack is dropped.
-            let tally = unsafe { &*at };
-            if !tally.held.load(Ordering::Relaxed)
-                && tally
-                    .held
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return tally;
-            }
-            at = tally.next.load(Ordering::Relaxed);
-        }
-        self.add_tally()
+        self.tally_list()
+            .find(|tally| {
+                !tally.held.load(Ordering::Relaxed)
+                    && tally
+                        .held
+                        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+            })
+            .unwrap_or_else(|| self.add_tally())
     }
 
     #[cold]
@@ -886,14 +889,7 @@ mod tests {
 
     /// How many tallies the stack's list holds.
     fn tallies<T>(stack: &Stack<T>) -> usize {
-        let mut at = stack.tallies.load(Ordering::Acquire);
-        let mut count = 0;
-        while !at.is_null() {
-            count += 1;
-            // SAFETY: tallies live as long as the stack.
-            at = unsafe { &*at }.next.load(Ordering::Relaxed);
-        }
-        count
+        stack.tally_list().count()
     }
 
     #[test]
