@@ -15,6 +15,7 @@
 pub mod spsc;
 
 pub mod bagpipe;
+mod barrier;
 pub mod mpmc;
 pub mod revoke;
 mod slot;

@@ -3,11 +3,12 @@
 //!
 //! The FAAArrayQueue of Pedro Ramalhete and Andreia Correia (2016, ConcurrencyFreaks), the
 //! portable descendant of Morrison and Afek's LCRQ (PPoPP 2013) that the Bagpipes seed builds on
-//! (`shared/seeds/bagpipes-scalable-concurrent-bags.txt`). Instead of racing on a head or tail
-//! with compare-and-swap, each push and pop takes a *ticket* with one `fetch_add`, which always
-//! succeeds, and the ticket names the cell it works on. Cells live in fixed-size *segments*
-//! linked into a list.
-//!
+//! (`shared/seeds/bagpipes-scalable-concurrent-bags.txt`). Instead of racing on a tail with
+//! compare-and-swap, each push takes a *ticket* with one `fetch_add`, which always succeeds,
+//! and the ticket names the cell it fills. Cells live in fixed-size *segments* linked into a
+//! list. Two changes to the published algorithm make a push publish with a plain store instead
+//! of a compare-and-swap (see "The protocol"); they are this crate's own.
+
 //! ```
 //! use pitlane_queue::mpmc::Queue;
 //!
@@ -22,64 +23,69 @@
 //! # The protocol
 //!
 //! A segment holds `SEGMENT` cells ([`DEFAULT_SEGMENT`] = 1024 unless chosen otherwise), a push
-//! ticket counter `enq`, a pop ticket counter `deq`, and a link to the next segment. A cell is a
-//! value and a state word (see the `slot` module): *empty*, *full*, *taken*, or the handle of
-//! a revocable value.
+//! ticket counter `enq`, a pop counter `deq`, a bitmap of *skipped* tickets, and a link to the
+//! next segment. A cell is a value and a state word (see the `slot` module): *empty*, *full*,
+//! *taken*, or the handle of a revocable value. Ticket `i` uses cell `i`, so a producer fills
+//! a cache line with consecutive values and a consumer close behind it reads them a line at a
+//! time.
 //!
-//! - **Push**: `i = tail.enq.fetch_add(1)`. If `i < SEGMENT`, write the value into cell `i` and
-//!   CAS its state *empty → full*. If the CAS fails, a pop took ticket `i` first, found the cell
-//!   empty and *poisoned* it (see below): the attempt lost a race. If `i ≥ SEGMENT` the segment
-//!   is full: link a fresh segment whose first cell already holds the value (CAS on `next`),
-//!   or help move `tail` to the successor that another push linked.
-//! - **Pop**: if the cell of ticket `head.deq` holds no value, `head.deq ≥ head.enq` and `head`
-//!   has no successor, the queue is empty. Else
-//!   `i = head.deq.fetch_add(1)`. If `i < SEGMENT` and the cell is full, take the value. If it is
-//!   still empty, wait a moment for the pusher holding ticket `i`, then swap the state to
-//!   *taken*: if it was still empty, the cell is poisoned and the pop lost a race (the pusher's
-//!   CAS will fail and it will retry with a new ticket). If `i ≥ SEGMENT`, every cell of the
-//!   segment has been handed out: move `tail` off it if needed, move `head` to the successor
-//!   and retire the old segment.
+//! - **Push**: `i = tail.enq.fetch_add(1)`. If `i < SEGMENT`, write the value into cell `i`,
+//!   store the state *full* (a plain release store), then read the skip bit of `i`. If it is
+//!   clear, the push is done. If it is set, a pop gave up on this push (below): CAS the state
+//!   *full → taken*; if that succeeds the value is ours again and the attempt lost a race, if
+//!   it fails the pop took the value and the push is done. If `i ≥ SEGMENT` the segment is
+//!   full: link a fresh segment whose first cell already holds the value (CAS on `next`), or
+//!   help move `tail` to the successor that another push linked.
+//! - **Pop**: read `i = head.deq` and the state of cell `i`. If it is *full*, CAS `deq` from
+//!   `i` to `i + 1`; success makes the value ours (the state stays *full*: a cell whose ticket
+//!   is below `deq` is consumed whatever its state says, and not writing it keeps the pop off
+//!   the line the producer is filling). If the cell is *empty* and `i ≥ enq`, the queue is
+//!   empty. If it is *empty* but a push holds ticket `i`, wait a moment for it; if it still has
+//!   not published, *skip* it: claim `i` with the same CAS on `deq`, set the skip bit of `i`,
+//!   then CAS the state *empty → taken* (the cell is *poisoned*, and the pusher will take its
+//!   value back and retry), or, if the value arrived meanwhile, take it with a swap. A tracked
+//!   or revoked value is claimed the same way and settled with a swap against the revoker. If
+//!   `i = SEGMENT`, every cell of the segment has been handed out: move `tail` off it if
+//!   needed, move `head` to the successor and retire the old segment.
 //!
-//! Every cell is used at most once, which is what makes a single CAS on its state enough: a
-//! state never returns to *empty*, so there is no ABA on cells.
+//! The plain store and the skip bit form a Dekker handshake: the pusher stores and then reads
+//! the bit, the skipping pop sets the bit and then reads the state, and at least one of them
+//! must see the other's write, or a pop could poison a cell whose pusher believes it has
+//! published. The pop pays for both sides with a process-wide memory barrier (Linux's
+//! `membarrier`), so the pusher needs no fence at all; see the `barrier` module. On systems
+//! without that barrier, plain values are published with a CAS *empty → full* instead, as
+//! tracked values always are, which fails if the cell was poisoned. Skips are rare: a pusher
+//! is only a few instructions from its publish unless it was preempted there.
 //!
-//! Three details keep the threads off each other's cache lines. Ticket `i` does not live in
-//! cell `i`: consecutive tickets are spread over different 64-byte lines (a line of four
-//! 16-byte cells is reused only `SEGMENT / 4` tickets later), so a push and a pop working on
-//! neighbouring tickets do not fight over one line. A pop first looks at the cell of the next
-//! ticket: if it already holds a value the queue is not empty, and the pop skips reading `enq`,
-//! the line every push writes. And a pop that takes a plain value leaves the state *full*
-//! rather than writing *taken*: a cell whose ticket is below `deq` is consumed whatever its
-//! state says (only tracked and revoked cells, which a revoker may race for, are swapped).
+//! Pops claim cells with a CAS on `deq` rather than a `fetch_add`, so that a pop never holds
+//! a ticket before a value is there to take (the fetch-and-add form poisons a cell whenever a
+//! pop overtakes its pusher, and every such race would cost the barrier). Every cell is used at
+//! most once, and a state never returns to *empty*, so there is no ABA on cells.
 //!
 //! # When the try operations fail
 //!
-//! [`Queue::try_push`] returns `Err(item)` in exactly two cases: its cell was poisoned by a pop
-//! that held the same ticket and arrived first, or it found the tail segment full and another
-//! push linked the next segment before it. [`Queue::try_pop`] returns [`PopError::Transient`]
-//! exactly when the cell its ticket names was still empty after a short wait (it poisons the
-//! cell), and [`PopError::Empty`] when it found no pushed value that no pop has claimed.
-//! Revoked cells are skipped without failing.
-//!
-//! A pop fails transiently only while a push or another pop runs beside it. A push can fail
-//! after its rival has returned: when two pops race for the last value, the loser may draw a
-//! ticket that no push holds yet and poison that cell; the next push to draw the ticket then
-//! fails once, even if nothing runs beside it. (This is the fetch-and-add design's price for
-//! tickets that never fail; every such cell costs one retry, once.)
+//! [`Queue::try_push`] returns `Err(item)` in exactly two cases: a pop skipped its ticket and
+//! poisoned the cell before the value was published, or it found the tail segment full and
+//! another push linked the next segment before it. [`Queue::try_pop`] returns
+//! [`PopError::Transient`] when another pop moved `deq` past the ticket it was about to claim,
+//! or when it skipped a cell whose pusher had not published after a short wait (or whose
+//! pusher took the value back), and [`PopError::Empty`] when it found no pushed value that no
+//! pop has claimed. Revoked cells are passed over without failing. Either failure happens only
+//! while another operation runs beside the one that fails.
 //!
 //! # Linearization points
 //!
 //! Successful pushes and pops are ordered by the ticket of the cell they meet in (segment
-//! number × `SEGMENT` + ticket), the order of the two ticket counters: a push takes effect with
-//! its publishing CAS (*empty → full*, or the CAS on `next` that links a segment holding the
-//! value in its first cell), at the position its ticket gave it; a pop takes effect at the
-//! ticket that meets a published value. A pop that returns [`PopError::Empty`] takes effect at
-//! its last load (of `enq`, or of `next` after it found the segment exhausted), which saw no
-//! unclaimed published value. The ticket counters and these loads are `SeqCst`.
+//! number × `SEGMENT` + ticket): a push takes effect when it publishes (its store or CAS of the
+//! state, or the CAS on `next` that links a segment holding the value in its first cell), at
+//! the position its ticket gave it; a pop takes effect with the CAS that moves `deq` past a
+//! published value. A pop that returns [`PopError::Empty`] takes effect at its last load (of
+//! `enq`, or of `next` after it found the segment exhausted), which saw no unclaimed published
+//! value. The counters and these loads are `SeqCst`.
 //!
 //! # Reclamation: why crossbeam-epoch
 //!
-//! A thread reads `head` or `tail` and then does its `fetch_add` *inside* the segment, so a
+//! A thread reads `head` or `tail` and then does its `fetch_add` or CAS *inside* the segment, so a
 //! segment must stay allocated as long as any thread may still hold its address — even a
 //! thread whose ticket turns out to be useless. Crossbeam's `SegQueue` avoids reclamation
 //! schemes by claiming slots with a CAS on a combined index that validates the block before it
@@ -111,6 +117,7 @@ use pitlane_sync::shim::atomic::{AtomicPtr, AtomicUsize, Ordering};
 #[cfg(not(pitlane_loom))]
 use pitlane_sync::shim::hint::spin_loop;
 
+use crate::barrier;
 use crate::revoke::{self, Revocable, RevocableBag};
 use crate::slot::{self, EMPTY, FULL, REVOKED, Slot, TAKEN};
 use crate::weak_bag::{PopError, WeakBag};
@@ -119,10 +126,11 @@ use crate::weak_bag::{PopError, WeakBag};
 pub const DEFAULT_SEGMENT: usize = 1024;
 
 /// How many times a pop re-reads an empty cell whose pusher has taken its ticket before it
-/// poisons the cell. A pusher is between its ticket and its publish for a few instructions,
-/// unless it was preempted, so a short wait saves both threads a retry. The wait is only an
-/// optimization; under loom there is no wait, because loom schedules away from a thread that
-/// spins, which would hide the interleavings where the poison and the publish race.
+/// skips the ticket. A pusher is between its ticket and its publish for a few instructions,
+/// unless it was preempted, so a short wait saves the skip's process-wide barrier and the
+/// pusher's retry. The wait is only an optimization; under loom there is no wait, because loom
+/// schedules away from a thread that spins, which would hide the interleavings where the skip
+/// and the publish race.
 #[cfg(not(pitlane_loom))]
 const PATIENCE: u32 = 32;
 
@@ -183,51 +191,23 @@ struct Link<T, const SEGMENT: usize> {
     next: AtomicPtr<Segment<T, SEGMENT>>,
     /// Position in the queue's history: the first segment is 0, its successor 1, and so on.
     number: usize,
+    /// One bit per ticket, set by a pop that gave up waiting for the ticket's pusher (see
+    /// [`Queue::skip`]); read by each plain push after it publishes. Written rarely, so it
+    /// stays in every core's cache.
+    skips: Box<[AtomicUsize]>,
     /// The next retired segment, under loom.
     #[cfg(pitlane_loom)]
     retired_next: AtomicPtr<Segment<T, SEGMENT>>,
 }
 
 impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
-    /// The cell of `ticket`, if the ticket falls inside the segment.
-    ///
-    /// Consecutive tickets are spread over different cache lines (ticket `t` lives in cell
-    /// `(t mod L) * W + t / L`, for `W` cells per 64 bytes and `L = SEGMENT / W` lines), so that
-    /// threads working on neighbouring tickets at the same moment do not share a line; a line is
-    /// revisited only `L` tickets later. Segments whose size is not a multiple of `W` keep the
-    /// plain order.
+    /// The cell of `ticket`, if the ticket falls inside the segment. Tickets use the cells in
+    /// order, so a producer fills a cache line with consecutive values and a consumer that
+    /// follows it close behind reads them a line at a time.
     #[inline]
     fn cell(&self, ticket: usize) -> Option<&Slot<T>> {
-        if ticket >= SEGMENT {
-            return None;
-        }
-        // SAFETY: `cell_index` maps tickets below `SEGMENT` to indices below `SEGMENT`.
-        Some(unsafe { self.cells.get_unchecked(Self::cell_index(ticket)) })
+        self.cells.get(ticket)
     }
-
-    /// Where ticket `ticket < SEGMENT` lives in `cells` (see [`cell`](Self::cell)); always
-    /// below `SEGMENT`: for the spread order, `ticket % lines < lines` and
-    /// `ticket / lines < per_line` since `ticket < SEGMENT = lines * per_line`.
-    #[inline]
-    fn cell_index(ticket: usize) -> usize {
-        let per_line = Self::CELLS_PER_LINE;
-        if per_line > 1 && SEGMENT % per_line == 0 {
-            let lines = SEGMENT / per_line;
-            (ticket % lines) * per_line + ticket / lines
-        } else {
-            ticket
-        }
-    }
-
-    /// Cells that share one 64-byte line.
-    const CELLS_PER_LINE: usize = {
-        let size = core::mem::size_of::<Slot<T>>();
-        if size == 0 || size >= 64 {
-            1
-        } else {
-            64 / size
-        }
-    };
 
     /// A segment with no cell used, numbered `number`.
     fn new(number: usize) -> Box<Self> {
@@ -251,6 +231,7 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
                 ptr::addr_of_mut!((*memory).link).write(CachePadded::new(Link {
                     next: AtomicPtr::new(ptr::null_mut()),
                     number: 0,
+                    skips: Self::no_skips(),
                 }));
                 let cells = ptr::addr_of_mut!((*memory).cells).cast::<Slot<T>>();
                 for i in 0..SEGMENT {
@@ -266,12 +247,35 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
             link: CachePadded::new(Link {
                 next: AtomicPtr::new(ptr::null_mut()),
                 number: 0,
+                skips: Self::no_skips(),
                 retired_next: AtomicPtr::new(ptr::null_mut()),
             }),
             cells: core::array::from_fn(|_| Slot::new()),
         });
         segment.link.number = number;
         segment
+    }
+
+    /// A skip bitmap with no bit set: one bit per ticket.
+    fn no_skips() -> Box<[AtomicUsize]> {
+        (0..SEGMENT.div_ceil(usize::BITS as usize))
+            .map(|_| AtomicUsize::new(0))
+            .collect()
+    }
+
+    /// The skip word of `ticket` and its bit there.
+    #[inline]
+    fn skip_bit(&self, ticket: usize) -> (&AtomicUsize, usize) {
+        let bits = usize::BITS as usize;
+        (&self.link.skips[ticket / bits], 1 << (ticket % bits))
+    }
+
+    /// Whether a pop gave up on `ticket`, as seen by its pusher right after its plain publish
+    /// (the fast side of the handshake in the `barrier` module).
+    #[inline]
+    fn skipped(&self, ticket: usize) -> bool {
+        let (word, bit) = self.skip_bit(ticket);
+        barrier::fast_load(word) & bit != 0
     }
 
     /// A segment numbered `number` whose first cell already holds `item`, published with
@@ -311,14 +315,16 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
     }
 }
 
-/// What a pop found in a cell that was not simply full.
-enum Contended<T> {
+/// How a pop's slow path ended.
+enum Slow<T> {
     /// A value, now ours.
     Taken(T),
-    /// The cell was still empty; we poisoned it.
-    Poisoned,
-    /// The cell's value was revoked; we dropped it. Skip the cell.
-    Revoked,
+    /// The queue held no published value that no pop had claimed.
+    Empty,
+    /// Another thread got there first: a pop claimed the ticket, or the cell was poisoned.
+    Lost,
+    /// Nothing was taken; look at `deq` again.
+    Again,
 }
 
 impl<T> Queue<T> {
@@ -349,6 +355,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// assert_eq!(small.pop(), Some(1));
     /// ```
     pub fn with_segment_size() -> Self {
+        barrier::init();
         let first = Box::into_raw(Segment::new(0));
         Self {
             head: CachePadded::new(AtomicPtr::new(first)),
@@ -360,8 +367,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// One attempt to append `item`. Fails, handing the item back, only when it lost a race:
-    /// a pop poisoned the cell it was given (perhaps a pop that has returned already, see
-    /// the [module documentation](self)), or another push linked the next segment first.
+    /// a pop tired of waiting for it skipped its ticket and poisoned the cell, or another push
+    /// linked the next segment first (see the [module documentation](self)).
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
@@ -390,8 +397,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// One attempt to take the oldest item: `Err(PopError::Empty)` if the queue has none,
-    /// `Err(PopError::Transient)` if the cell it was given had no value yet (it then poisons
-    /// that cell, and the push meant for it retries elsewhere).
+    /// `Err(PopError::Transient)` if another pop claimed the oldest first, or if the push that
+    /// holds the oldest ticket had not published after a short wait (the pop then skips that
+    /// ticket, and the push retries with a new one).
     ///
     /// ```
     /// use pitlane_queue::{PopError, mpmc::Queue};
@@ -414,49 +422,130 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             // SAFETY: `head` is never null, and the segment it named is not freed while we are
             // pinned.
             let segment = unsafe { &*segment_ptr };
-            // Give up at once if there is nothing to claim.
-            let next_ticket = segment.deq.load(Ordering::SeqCst);
-            if !Self::published(segment, next_ticket) && Self::exhausted(segment, next_ticket) {
-                return Err(PopError::Empty);
-            }
-            let ticket = segment.deq.fetch_add(1, Ordering::SeqCst);
-            if let Some(cell) = segment.cell(ticket) {
-                // A full plain cell can only be left by its ticket holder: take it. The state
-                // stays `FULL` (no write to a line the pushers share): a cell whose ticket is
-                // below `deq` is consumed whatever its state says, and nobody reads it again.
-                if cell.state.load(Ordering::Acquire) == FULL {
-                    // SAFETY: the state was `FULL` and ticket `ticket` is ours alone, so the
-                    // value is initialized, visible (Acquire), and ours to move, once.
-                    return Ok(unsafe { cell.read() });
+            let ticket = segment.deq.load(Ordering::SeqCst);
+            let Some(cell) = segment.cell(ticket) else {
+                if self.advance_head(segment_ptr, guard) {
+                    continue;
                 }
-                match Self::take_contended(segment, ticket) {
-                    Contended::Taken(item) => return Ok(item),
-                    Contended::Poisoned => return Err(PopError::Transient),
-                    Contended::Revoked => continue,
-                }
-            }
-            if !self.advance_head(segment_ptr, guard) {
                 return Err(PopError::Empty);
+            };
+            let state = cell.state.load(Ordering::Acquire);
+            if state == FULL {
+                // A published plain value: whoever moves `deq` past its ticket owns it. The
+                // state stays `FULL` (no write to the line the pushers fill): a cell whose
+                // ticket is below `deq` is consumed whatever its state says.
+                if segment
+                    .deq
+                    .compare_exchange(ticket, ticket + 1, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return Err(PopError::Transient);
+                }
+                // SAFETY: the state was `FULL` (Acquire: the value is visible), and moving `deq`
+                // from `ticket` made the ticket ours alone: its pusher only takes a value back
+                // from a cell whose ticket a pop skipped, and skipping needs the same move.
+                return Ok(unsafe { cell.read() });
+            }
+            match Self::pop_slow(segment, ticket, cell, state) {
+                Slow::Taken(item) => return Ok(item),
+                Slow::Empty => return Err(PopError::Empty),
+                Slow::Lost => return Err(PopError::Transient),
+                Slow::Again => continue,
             }
         }
     }
 
-    /// Whether the cell of the next pop ticket already holds a value (or a revoked one): then
-    /// the queue is not empty, and the pop need not read the push ticket counter, the line
-    /// every push writes.
-    #[inline]
-    fn published(segment: &Segment<T, SEGMENT>, next_ticket: usize) -> bool {
-        segment
-            .cell(next_ticket)
-            .is_some_and(|cell| cell.state.load(Ordering::Relaxed) != EMPTY)
+    /// The cell of `ticket`, the next to pop as far as we saw, did not hold a published plain
+    /// value.
+    #[cold]
+    fn pop_slow(
+        segment: &Segment<T, SEGMENT>,
+        ticket: usize,
+        cell: &Slot<T>,
+        state: usize,
+    ) -> Slow<T> {
+        if state == EMPTY {
+            // No value yet. If no push holds the ticket either, the queue is empty.
+            if ticket >= segment.enq.load(Ordering::SeqCst) {
+                return Slow::Empty;
+            }
+            // A push holds the ticket: it is a few instructions from publishing, unless it was
+            // preempted. Wait a moment before giving up on it.
+            #[cfg(not(pitlane_loom))]
+            for _ in 0..PATIENCE {
+                spin_loop();
+                if cell.state.load(Ordering::Relaxed) != EMPTY {
+                    return Slow::Again;
+                }
+            }
+            return Self::skip(segment, ticket, cell);
+        }
+        if state == TAKEN {
+            // Consumed: `deq` had moved on since we read it.
+            return Slow::Again;
+        }
+        // A tracked or revoked value: claim the ticket, then race any revoker for the cell.
+        if segment
+            .deq
+            .compare_exchange(ticket, ticket + 1, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            return Slow::Lost;
+        }
+        Self::settle(cell)
     }
 
-    /// Whether every push ticket of `segment` below `next_ticket` has gone to a pop and no
-    /// segment follows: the queue is empty.
+    /// Gives up on the pusher of `ticket`, which has not published: claims the ticket, marks it
+    /// skipped (the slow side of the handshake in the `barrier` module), and then either
+    /// poisons the still-empty cell, or takes the value that arrived meanwhile.
     #[cold]
-    fn exhausted(segment: &Segment<T, SEGMENT>, next_ticket: usize) -> bool {
-        next_ticket >= segment.enq.load(Ordering::SeqCst)
-            && segment.link.next.load(Ordering::SeqCst).is_null()
+    fn skip(segment: &Segment<T, SEGMENT>, ticket: usize, cell: &Slot<T>) -> Slow<T> {
+        if segment
+            .deq
+            .compare_exchange(ticket, ticket + 1, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            return Slow::Lost;
+        }
+        let (word, bit) = segment.skip_bit(ticket);
+        barrier::mark(word, bit);
+        match cell
+            .state
+            .compare_exchange(EMPTY, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // Poisoned. If its pusher publishes after all, the handshake makes it see the mark
+            // and take its value back.
+            Ok(_) => Slow::Lost,
+            Err(_) => Self::settle(cell),
+        }
+    }
+
+    /// Takes the value of a cell whose ticket is ours and whose state is not `EMPTY`, with
+    /// one swap: against a revoker for a tracked value, against the pusher taking its value
+    /// back for a plain one whose ticket we skipped.
+    fn settle(cell: &Slot<T>) -> Slow<T> {
+        let state = cell.state.swap(TAKEN, Ordering::AcqRel);
+        match state {
+            // The pusher saw our skip mark and took its value back first.
+            TAKEN => Slow::Lost,
+            REVOKED => {
+                // SAFETY: a revoked cell still holds its value, and our swap made it ours; the
+                // handle is not touched (the revoker cleared it).
+                drop(unsafe { cell.read() });
+                Slow::Again
+            }
+            _ => {
+                debug_assert!(state == FULL || slot::is_tracked(state), "state {state}");
+                // SAFETY: we moved the state out of a full state, so the value is ours, and the
+                // Acquire half of the swap made the pusher's write visible.
+                let item = unsafe { cell.read() };
+                if state != FULL {
+                    // SAFETY: we own `item`, whose handle `state` names.
+                    unsafe { revoke::release_handle(state, cell as *const Slot<T> as usize) };
+                }
+                Slow::Taken(item)
+            }
+        }
     }
 
     /// Takes the oldest item, retrying lost races; `None` if the queue is empty.
@@ -547,17 +636,32 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         let segment = unsafe { &*segment_ptr };
         let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
         match segment.cell(ticket) {
-            Some(cell) => Self::publish(cell, item, tag),
+            Some(cell) => Self::publish(segment, ticket, cell, item, tag),
             None => self.push_past_full(segment_ptr, item, tag, guard),
         }
     }
 
-    /// Writes `item` into the cell our ticket named and tries to publish it.
+    /// Writes `item` into the cell of our `ticket` and publishes it: a plain value with a
+    /// plain store where the process-wide barrier is available (then a pop that gave up on us
+    /// is seen right after), anything else with a CAS that fails if a pop poisoned the cell.
     #[inline]
-    fn publish(cell: &Slot<T>, item: T, tag: usize) -> Result<(), T> {
+    fn publish(
+        segment: &Segment<T, SEGMENT>,
+        ticket: usize,
+        cell: &Slot<T>,
+        item: T,
+        tag: usize,
+    ) -> Result<(), T> {
         // SAFETY: our push ticket is the only one for this cell, so nobody else writes or reads
         // the value until the state says it is full.
         unsafe { cell.write(item) };
+        if tag == FULL && barrier::asymmetric() {
+            barrier::plain_store(&cell.state, FULL);
+            if segment.skipped(ticket) {
+                return Self::reclaim(cell);
+            }
+            return Ok(());
+        }
         let at = cell as *const Slot<T> as usize;
         if tag != FULL {
             // SAFETY: `tag` is the handle of the item we just wrote; it lives while the item does.
@@ -569,6 +673,22 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         {
             Ok(_) => Ok(()),
             Err(_) => Err(Self::unpublish(cell, tag)),
+        }
+    }
+
+    /// A pop skipped our ticket while we published with a plain store: either it took the
+    /// value (its swap got there first) or it poisoned the cell before our store, and then
+    /// the value is ours to take back.
+    #[cold]
+    fn reclaim(cell: &Slot<T>) -> Result<(), T> {
+        match cell
+            .state
+            .compare_exchange(FULL, TAKEN, Ordering::Acquire, Ordering::Relaxed)
+        {
+            // SAFETY: the pop that skipped us never touches a value it did not swap out, and
+            // our CAS left none to take: the value we wrote is ours again.
+            Ok(_) => Err(unsafe { cell.read() }),
+            Err(_) => Ok(()),
         }
     }
 
@@ -639,45 +759,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             let segment = unsafe { &*segment_ptr };
             let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
             if let Some(cell) = segment.cell(ticket) {
-                return Self::publish(cell, item, tag);
-            }
-        }
-    }
-
-    /// The cell of pop ticket `ticket` was not simply full: wait briefly for its pusher, then
-    /// settle the cell's fate with one swap.
-    #[cold]
-    fn take_contended(segment: &Segment<T, SEGMENT>, ticket: usize) -> Contended<T> {
-        let cell = segment.cell(ticket).expect("a ticket inside the segment");
-        // Wait only if a push holds this ticket: otherwise no value is on its way.
-        #[cfg(not(pitlane_loom))]
-        if ticket < segment.enq.load(Ordering::Relaxed) {
-            for _ in 0..PATIENCE {
-                if cell.state.load(Ordering::Relaxed) != EMPTY {
-                    break;
-                }
-                spin_loop();
-            }
-        }
-        let state = cell.state.swap(TAKEN, Ordering::AcqRel);
-        match state {
-            EMPTY => Contended::Poisoned,
-            REVOKED => {
-                // SAFETY: a revoked cell still holds its value, and our swap made it ours; the
-                // handle is not touched (the revoker cleared it).
-                drop(unsafe { cell.read() });
-                Contended::Revoked
-            }
-            _ => {
-                debug_assert!(state == FULL || slot::is_tracked(state), "state {state}");
-                // SAFETY: we moved the state out of a full state, so the value is ours, and the
-                // Acquire half of the swap made the pusher's write visible.
-                let item = unsafe { cell.read() };
-                if state != FULL {
-                    // SAFETY: we own `item`, whose handle `state` names.
-                    unsafe { revoke::release_handle(state, cell as *const Slot<T> as usize) };
-                }
-                Contended::Taken(item)
+                return Self::publish(segment, ticket, cell, item, tag);
             }
         }
     }
@@ -863,7 +945,7 @@ impl<T, const SEGMENT: usize> Drop for Queue<T, SEGMENT> {
             // (a popped plain cell still says `FULL`). The others hold what their state says.
             let consumed = segment.deq.load(Ordering::Relaxed).min(SEGMENT);
             for ticket in consumed..SEGMENT {
-                segment.cells[Segment::<T, SEGMENT>::cell_index(ticket)].drop_in_place();
+                segment.cells[ticket].drop_in_place();
             }
             segment_ptr = segment.link.next.load(Ordering::Relaxed);
         }
@@ -950,36 +1032,69 @@ impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
 mod tests {
     use super::*;
 
-    fn spread_is_a_permutation<const N: usize>() {
-        let mut seen = [false; N];
-        for ticket in 0..N {
-            let index = Segment::<u64, N>::cell_index(ticket);
-            assert!(index < N, "ticket {ticket} of {N} maps to {index}");
-            assert!(!seen[index], "two tickets of {N} map to cell {index}");
-            seen[index] = true;
-        }
+    /// The tail segment of `queue` and a ticket drawn there by a push that has not published.
+    fn stalled_push<const N: usize>(queue: &Queue<u64, N>) -> (&Segment<u64, N>, usize) {
+        // SAFETY: `tail` is never null, and no segment is retired while the test holds `queue`
+        // without popping past it.
+        let segment = unsafe { &*queue.tail.load(Ordering::Acquire) };
+        (segment, segment.enq.fetch_add(1, Ordering::SeqCst))
     }
 
     #[test]
-    fn tickets_map_to_distinct_cells() {
-        spread_is_a_permutation::<1>();
-        spread_is_a_permutation::<2>();
-        spread_is_a_permutation::<3>();
-        spread_is_a_permutation::<8>();
-        spread_is_a_permutation::<12>();
-        spread_is_a_permutation::<1024>();
+    fn a_pop_skips_a_stalled_push_which_then_takes_its_value_back() {
+        let queue: Queue<u64, 8> = Queue::with_segment_size();
+        let (segment, ticket) = stalled_push(&queue);
+        let cell = segment.cell(ticket).expect("a ticket inside the segment");
+        // The pop waits a moment, gives up on the push and poisons its cell.
+        assert_eq!(queue.try_pop(), Err(PopError::Transient));
+        assert_eq!(segment.deq.load(Ordering::SeqCst), ticket + 1);
+        // The late publish sees the skip and hands the value back, whichever way it publishes.
+        assert_eq!(
+            Queue::<u64, 8>::publish(segment, ticket, cell, 5, FULL),
+            Err(5)
+        );
+        assert_eq!(cell.state.load(Ordering::SeqCst), TAKEN);
+        queue.push(6);
+        assert_eq!(queue.pop(), Some(6));
+        assert_eq!(queue.try_pop(), Err(PopError::Empty));
     }
 
     #[test]
-    fn neighbouring_tickets_use_different_lines() {
-        let line = |ticket| Segment::<u64, 1024>::cell_index(ticket) * size_of::<Slot<u64>>() / 64;
-        for ticket in 0..1023 {
-            assert_ne!(
-                line(ticket),
-                line(ticket + 1),
-                "tickets {ticket} and {}",
-                ticket + 1
-            );
+    fn a_skip_that_finds_the_value_arrived_takes_it_and_the_pusher_keeps_it_pushed() {
+        let queue: Queue<u64, 8> = Queue::with_segment_size();
+        let (segment, ticket) = stalled_push(&queue);
+        let cell = segment.cell(ticket).expect("a ticket inside the segment");
+        // The value lands after the pop decided to skip but before it looked again: the pop
+        // takes it with its swap.
+        // SAFETY: the ticket is ours (drawn above) and nothing else touches the cell yet.
+        unsafe { cell.write(5) };
+        cell.state.store(FULL, Ordering::Release);
+        match Queue::<u64, 8>::skip(segment, ticket, cell) {
+            Slow::Taken(value) => assert_eq!(value, 5),
+            _ => panic!("the skip should have taken the value"),
         }
+        // The pusher sees the mark, fails to take the value back, and counts the push as done.
+        assert!(segment.skipped(ticket));
+        assert!(Queue::<u64, 8>::reclaim(cell).is_ok());
+        assert_eq!(queue.try_pop(), Err(PopError::Empty));
+    }
+
+    #[test]
+    fn a_pop_that_lost_the_ticket_to_another_pop_says_transient() {
+        let queue: Queue<u64, 8> = Queue::with_segment_size();
+        queue.push(1);
+        // SAFETY: as in `stalled_push`.
+        let segment = unsafe { &*queue.head.load(Ordering::Acquire) };
+        let cell = segment.cell(0).expect("cell 0");
+        // Another pop claims ticket 0 between our look at `deq` and our claim.
+        segment.deq.store(1, Ordering::SeqCst);
+        assert!(matches!(
+            Queue::<u64, 8>::skip(segment, 0, cell),
+            Slow::Lost
+        ));
+        // Put things back as that pop would have left them: it took the value.
+        // SAFETY: the value was published and is taken once, here.
+        assert_eq!(unsafe { cell.read() }, 1);
+        assert_eq!(queue.try_pop(), Err(PopError::Empty));
     }
 }

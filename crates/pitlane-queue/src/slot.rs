@@ -5,11 +5,11 @@
 //!
 //! | state | meaning | who leaves it, and how |
 //! |---|---|---|
-//! | [`EMPTY`] | no value yet | the pusher, `EMPTY → FULL / H` by CAS; a queue's popper, `EMPTY → TAKEN` by swap (poison) |
-//! | [`FULL`] | a plain value | its unique popper, by a store or swap of `TAKEN` |
+//! | [`EMPTY`] | no value yet | the pusher, `EMPTY → FULL / H` by CAS (the queue's pusher of a plain value with the process-wide barrier: by a plain store); a queue's popper that skips the cell, `EMPTY → TAKEN` by CAS (poison) |
+//! | [`FULL`] | a plain value | its unique popper, by a store or swap of `TAKEN` (or, in the queue, by moving `deq` past it and leaving the state alone); the queue's pusher whose ticket was skipped, `FULL → TAKEN` by CAS, to take the value back |
 //! | `H` (address of a [`RevokeHandle`](crate::revoke::RevokeHandle), a multiple of 8, ≥ 8) | a revocable value whose handle is at `H` | its popper by swap (`→ TAKEN`), or a revoker by CAS (`H → REVOKED`) |
 //! | [`REVOKED`] | revoked: the value is dead, never to be popped | the popper that reaches it, by swap (`→ TAKEN`); it drops the value and moves on |
-//! | [`TAKEN`] | consumed (or poisoned before any value came) | never, until a stack recycles the node |
+//! | [`TAKEN`] | consumed (or poisoned before any value came) | never, until a stack recycles the node; except that a queue's plain store of `FULL` can land on a poisoned cell, whose pusher then sees the skip and takes the value back |
 //!
 //! Keeping `H` in the word lets a popper clear the item's handle without knowing that the item
 //! type is [`Revocable`](crate::revoke::Revocable), and makes a revoker's CAS check, in the same
