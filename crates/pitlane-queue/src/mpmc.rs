@@ -256,6 +256,16 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
         segment
     }
 
+    /// Moves `deq` from `ticket` to the next ticket, making `ticket` the caller's alone: the
+    /// one way a pop takes a cell, whether it found a value or skips a stalled pusher.
+    /// `false` if another pop moved `deq` first.
+    #[inline]
+    fn claim(&self, ticket: usize) -> bool {
+        self.deq
+            .compare_exchange(ticket, ticket + 1, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// A skip bitmap with no bit set: one bit per ticket.
     fn no_skips() -> Box<[AtomicUsize]> {
         (0..SEGMENT.div_ceil(usize::BITS as usize))
@@ -321,7 +331,8 @@ enum Slow<T> {
     Taken(T),
     /// The queue held no published value that no pop had claimed.
     Empty,
-    /// Another thread got there first: a pop claimed the ticket, or the cell was poisoned.
+    /// Nothing was taken: another pop claimed the ticket first, or we skipped a pusher that
+    /// had not published (poisoning its cell, or losing the value to its taking it back).
     Lost,
     /// Nothing was taken; look at `deq` again.
     Again,
@@ -434,11 +445,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 // A published plain value: whoever moves `deq` past its ticket owns it. The
                 // state stays `FULL` (no write to the line the pushers fill): a cell whose
                 // ticket is below `deq` is consumed whatever its state says.
-                if segment
-                    .deq
-                    .compare_exchange(ticket, ticket + 1, Ordering::SeqCst, Ordering::Relaxed)
-                    .is_err()
-                {
+                if !segment.claim(ticket) {
                     return Err(PopError::Transient);
                 }
                 // SAFETY: the state was `FULL` (Acquire: the value is visible), and moving `deq`
@@ -485,11 +492,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             return Slow::Again;
         }
         // A tracked or revoked value: claim the ticket, then race any revoker for the cell.
-        if segment
-            .deq
-            .compare_exchange(ticket, ticket + 1, Ordering::SeqCst, Ordering::Relaxed)
-            .is_err()
-        {
+        if !segment.claim(ticket) {
             return Slow::Lost;
         }
         Self::settle(cell)
@@ -500,11 +503,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// poisons the still-empty cell, or takes the value that arrived meanwhile.
     #[cold]
     fn skip(segment: &Segment<T, SEGMENT>, ticket: usize, cell: &Slot<T>) -> Slow<T> {
-        if segment
-            .deq
-            .compare_exchange(ticket, ticket + 1, Ordering::SeqCst, Ordering::Relaxed)
-            .is_err()
-        {
+        if !segment.claim(ticket) {
             return Slow::Lost;
         }
         let (word, bit) = segment.skip_bit(ticket);
