@@ -65,9 +65,21 @@ mod imp {
     }
 
     /// The slow side's barrier: a full barrier on every running thread of the process.
+    /// `false` if the kernel refused it (see `os::barrier`).
     #[cold]
-    pub(crate) fn heavy() {
-        os::barrier();
+    pub(crate) fn heavy() -> bool {
+        #[cfg(test)]
+        if REFUSE_NEXT.with(|refuse| refuse.replace(false)) {
+            return false;
+        }
+        os::barrier()
+    }
+
+    #[cfg(test)]
+    std::thread_local! {
+        /// Makes this thread's next [`heavy`] report a refusal, for tests of the caller's
+        /// fallback.
+        pub(crate) static REFUSE_NEXT: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
     }
 
     #[cfg(target_os = "linux")]
@@ -98,20 +110,13 @@ mod imp {
                 && membarrier(libc::MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0
         }
 
-        /// The barrier. Registration is per process and survives `fork`, so it cannot fail
-        /// once `register` succeeded; if the kernel refuses anyway, registering again is the
-        /// only remedy, and carrying on without the barrier would lose values, so we stop.
-        pub(super) fn barrier() {
-            if membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 {
-                return;
-            }
-            if register() && membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 {
-                return;
-            }
-            panic!(
-                "membarrier(PRIVATE_EXPEDITED) failed after a successful registration: {}",
-                std::io::Error::last_os_error()
-            );
+        /// The barrier; `false` if the kernel refused it. Registration is per process and
+        /// survives `fork`, so a refusal after a successful `register` means something changed
+        /// the rules under us (a seccomp filter installed later, say). Registering again is
+        /// tried once; if that fails too the caller must do without the barrier.
+        pub(super) fn barrier() -> bool {
+            membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0
+                || (register() && membarrier(libc::MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
         }
     }
 
@@ -121,8 +126,9 @@ mod imp {
             false
         }
 
-        pub(super) fn barrier() {
+        pub(super) fn barrier() -> bool {
             core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+            true
         }
     }
 }
@@ -139,9 +145,13 @@ mod imp {
 
     pub(crate) fn light() {}
 
-    pub(crate) fn heavy() {}
+    pub(crate) fn heavy() -> bool {
+        true
+    }
 }
 
+#[cfg(all(test, not(pitlane_loom)))]
+pub(crate) use imp::REFUSE_NEXT;
 pub(crate) use imp::{asymmetric, init};
 
 /// The fast side's store of `value` into `word` (Release).
@@ -171,11 +181,12 @@ pub(crate) fn fast_load(word: &AtomicUsize) -> usize {
 }
 
 /// The slow side's mark: sets `bits` in `word`, then makes every thread's earlier stores
-/// visible to the caller's next loads.
+/// visible to the caller's next loads. Returns `false` if the process-wide barrier was refused
+/// (see `os::barrier`): the mark is set, but a fast side that stored before it may still read
+/// the word without it, so the caller must not act as if the handshake had happened.
 #[cold]
-pub(crate) fn mark(word: &AtomicUsize, bits: usize) {
+#[must_use]
+pub(crate) fn mark(word: &AtomicUsize, bits: usize) -> bool {
     word.fetch_or(bits, Ordering::AcqRel);
-    if asymmetric() {
-        imp::heavy();
-    }
+    !asymmetric() || imp::heavy()
 }

@@ -52,7 +52,11 @@
 //! the bit, the skipping pop sets the bit and then reads the state, and at least one of them
 //! must see the other's write, or a pop could poison a cell whose pusher believes it has
 //! published. The pop pays for both sides with a process-wide memory barrier (Linux's
-//! `membarrier`), so the pusher needs no fence at all; see the `barrier` module. On systems
+//! `membarrier`), so the pusher needs no fence at all; see the `barrier` module. Should the
+//! kernel refuse the barrier after it registered the process (a seccomp filter installed
+//! later, say), the skipping pop does not poison the cell: it waits for the pusher, which
+//! holds the ticket and is about to publish, and then settles with it by the same swap and
+//! CAS, so nothing is lost and nothing panics; pops then wait out a preempted pusher. On systems
 //! without that barrier, plain values are published with a CAS *empty → full* instead, as
 //! tracked values always are, which fails if the cell was poisoned. Skips are rare: a pusher
 //! is only a few instructions from its publish unless it was preempted there.
@@ -507,7 +511,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             return Slow::Lost;
         }
         let (word, bit) = segment.skip_bit(ticket);
-        barrier::mark(word, bit);
+        if !barrier::mark(word, bit) {
+            return Self::await_publish(cell);
+        }
         match cell
             .state
             .compare_exchange(EMPTY, TAKEN, Ordering::AcqRel, Ordering::Acquire)
@@ -517,6 +523,28 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             Ok(_) => Slow::Lost,
             Err(_) => Self::settle(cell),
         }
+    }
+
+    /// The kernel refused the barrier after we had claimed a ticket and marked it skipped, so
+    /// poisoning the cell could lose a value whose pusher stored it and read the mark before it
+    /// was set. Wait for the pusher instead (it holds the ticket, so it will publish), then
+    /// settle with it as after any skip: it takes its value back if it saw the mark, else the
+    /// value is ours. Pops then wait for a preempted pusher, as `SegQueue`'s do; this happens
+    /// only in a process whose rules changed after the barrier was registered.
+    #[cold]
+    #[inline(never)]
+    fn await_publish(cell: &Slot<T>) -> Slow<T> {
+        const SPINS_BEFORE_YIELD: u32 = 64;
+        let mut spins = 0_u32;
+        while cell.state.load(Ordering::Acquire) == EMPTY {
+            spins = spins.wrapping_add(1);
+            if spins % SPINS_BEFORE_YIELD == 0 {
+                pitlane_sync::shim::thread::yield_now();
+            } else {
+                pitlane_sync::shim::hint::spin_loop();
+            }
+        }
+        Self::settle(cell)
     }
 
     /// Takes the value of a cell whose ticket is ours and whose state is not `EMPTY`, with
@@ -1076,6 +1104,45 @@ mod tests {
         assert!(segment.skipped(ticket));
         assert!(Queue::<u64, 8>::reclaim(cell).is_ok());
         assert_eq!(queue.try_pop(), Err(PopError::Empty));
+    }
+
+    #[test]
+    fn a_skip_whose_barrier_is_refused_waits_for_the_pusher_and_loses_nothing() {
+        for round in 0..20 {
+            let queue: Queue<u64, 8> = Queue::with_segment_size();
+            let (segment, ticket) = stalled_push(&queue);
+            let cell = segment.cell(ticket).expect("a ticket inside the segment");
+            let (popped, pushed) = std::thread::scope(|s| {
+                let popper = s.spawn(|| {
+                    barrier::REFUSE_NEXT.with(|refuse| refuse.set(true));
+                    let popped = queue.try_pop();
+                    // The refusal was used: this pop went through the skip, not around it.
+                    assert!(!barrier::REFUSE_NEXT.with(|refuse| refuse.get()));
+                    popped
+                });
+                // The pop has claimed the ticket and marked it; let it reach its wait (or not,
+                // in the rounds without a pause), then publish late.
+                while !segment.skipped(ticket) {
+                    std::thread::yield_now();
+                }
+                if round % 2 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    // Without the barrier the pop must not poison the cell and return: it
+                    // waits for the value, which is not there yet.
+                    assert!(!popper.is_finished(), "the pop gave up without the barrier");
+                }
+                let pushed = Queue::<u64, 8>::publish(segment, ticket, cell, 9, FULL);
+                (popper.join().expect("the pop returns"), pushed)
+            });
+            // Exactly one side has the value: the pop took it and the push is done, or the
+            // pusher took it back (to retry) and the pop lost its ticket.
+            match (popped, pushed) {
+                (Ok(9), Ok(())) | (Err(PopError::Transient), Err(9)) => {}
+                other => panic!("value lost or duplicated: {other:?}"),
+            }
+            assert_eq!(cell.state.load(Ordering::SeqCst), TAKEN);
+            assert_eq!(queue.try_pop(), Err(PopError::Empty));
+        }
     }
 
     #[test]
