@@ -3,8 +3,8 @@
 //!
 //! Each pattern runs on two threads at once, each thread doing `OPS` operations; the figure
 //! is all operations of both threads per second of wall time (Mops/s, the `bag` suite's
-//! unit). The patterns are interleaved over several rounds and the median is printed, with
-//! the slowest and fastest round.
+//! unit). The patterns are subjects of one case of the shared harness: a warm-up round, then
+//! interleaved rounds in rotated order, reported as median [min–max].
 //!
 //! - `fetch_add, one line`: both threads `fetch_add` one word.
 //! - `fetch_add, two lines`: each thread alternates between two words on two lines, the way
@@ -20,17 +20,17 @@
 //! ```
 
 use std::hint::black_box;
+use std::process::ExitCode;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Instant;
 
 use crossbeam_utils::{Backoff, CachePadded};
+use pitlane_bench::harness::{Bench, Better, Case, Metric, RunConfig, RunResult, Subject, params};
 
 /// Operations per thread per run.
 const OPS: usize = 2_000_000;
-/// Measured rounds (one warm-up round comes first).
-const ROUNDS: usize = 7;
 /// Threads per run.
 const THREADS: usize = 2;
 
@@ -95,8 +95,8 @@ const PATTERNS: [(&str, Op); 5] = [
     }),
 ];
 
-/// One run of `op`: Mops/s over both threads.
-fn run(op: Op) -> f64 {
+/// One run of `op`: Mops/s over both threads, or an error if an increment was lost.
+fn run(op: Op) -> RunResult {
     let lines = Lines::new();
     let start = Barrier::new(THREADS + 1);
     let began = thread::scope(|s| {
@@ -113,30 +113,36 @@ fn run(op: Op) -> f64 {
     });
     let seconds = began.elapsed().as_secs_f64();
     // Every operation incremented a word exactly once: a check that the run did its work.
-    assert_eq!(lines.total(), THREADS * OPS, "an operation was lost");
-    (THREADS * OPS) as f64 / seconds / 1e6
+    if lines.total() != THREADS * OPS {
+        return Err(format!(
+            "{} of {} increments landed",
+            lines.total(),
+            THREADS * OPS
+        ));
+    }
+    Ok(vec![(THREADS * OPS) as f64 / seconds / 1e6])
 }
 
-fn main() {
-    let mut figures = vec![Vec::new(); PATTERNS.len()];
-    for round in 0..=ROUNDS {
-        // Rotate the order so that no pattern always runs first.
-        for k in 0..PATTERNS.len() {
-            let p = (k + round) % PATTERNS.len();
-            let mops = run(PATTERNS[p].1);
-            if round > 0 {
-                figures[p].push(mops);
-            }
-        }
+fn main() -> ExitCode {
+    let mut bench = Bench::new(RunConfig::full());
+    bench.begin_suite("line_bound");
+    let metric = Metric::new("mops_per_s", "Mops/s", Better::Higher);
+    let case = PATTERNS.iter().fold(
+        Case::new("line_bound", params! {"threads" => THREADS}, vec![metric]),
+        // Peers, not ours: no pattern is a pitlane structure, so no ratios are computed.
+        |case, &(name, op)| case.subject(Subject::peer(name, move || run(op))),
+    );
+    if let Err(error) = bench.measure(case) {
+        eprintln!("line_bound: {error}");
+        return ExitCode::FAILURE;
     }
-    println!("{THREADS} threads, {OPS} operations each, median [min-max] of {ROUNDS} rounds:");
-    for ((name, _), mut runs) in PATTERNS.iter().zip(figures) {
-        runs.sort_by(f64::total_cmp);
+    let report = bench.finish();
+    println!("{THREADS} threads, {OPS} operations each, Mops/s, median [min-max]:");
+    for record in &report.records {
         println!(
-            "  {name:34} {:6.1} Mops/s [{:.1}-{:.1}]",
-            runs[runs.len() / 2],
-            runs[0],
-            runs[runs.len() - 1]
+            "  {:34} {:6.1} [{:.1}-{:.1}] over {} rounds",
+            record.subject, record.median, record.min, record.max, record.samples
         );
     }
+    ExitCode::SUCCESS
 }
