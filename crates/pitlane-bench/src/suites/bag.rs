@@ -102,18 +102,26 @@ impl Suite for Bag {
              `backlog_items` is how many items were still in the structure when they stopped \
              (to within {BACKLOG_CHECK} per consumer): an unbounded structure whose consumers \
              fall behind runs both sides without sharing a cache line, and is paid for in \
-             memory instead.",
+             memory instead. In pairs at 2 threads and more, `thread_balance` is the fewest \
+             operations one thread did divided by the most (1 when the threads shared the \
+             structure evenly): a high Mops/s with a low balance came from one thread running \
+             alone while the others waited.",
             run_for.as_millis(),
             crate::env::cores(),
             Bagpipe::<mpmc::Queue<u64>>::new().pipe_count(),
         ));
-        let metric = || vec![Metric::new("mops_per_s", "Mops/s", Better::Higher)];
         for (workload, prefill) in [("pairs", 0), ("pairs_prefilled", PREFILL)] {
             for &t in &threads {
+                let mut metrics = vec![Metric::new("mops_per_s", "Mops/s", Better::Higher)];
+                if t >= 2 {
+                    metrics.push(
+                        Metric::new("thread_balance", "ratio", Better::Higher).without_ratios(),
+                    );
+                }
                 let mut case = Case::new(
                     workload,
                     params! {"threads" => t, "items" => prefill},
-                    metric(),
+                    metrics,
                 );
                 for entry in subjects() {
                     let run = move || (entry.pairs)(t, prefill, run_for);
@@ -604,7 +612,8 @@ fn rate(operations: u64, outcomes: &[Outcome]) -> RunResult {
     }
 }
 
-/// `threads` threads each push an item then pop one until `run_for` has passed.
+/// `threads` threads each push an item then pop one until `run_for` has passed: the Mops/s,
+/// and with two threads or more the [`balance`] of their operations.
 fn run_pairs<S: BagSubject>(threads: usize, prefill: usize, run_for: Duration) -> RunResult {
     let bag = S::make();
     let mut prefilled = Tally::default();
@@ -635,7 +644,23 @@ fn run_pairs<S: BagSubject>(threads: usize, prefill: usize, run_for: Duration) -
             .collect::<Result<Vec<_>, String>>()
     })?;
     let operations = drain_and_check(&bag, prefilled, &outcomes)?;
-    rate(operations, &outcomes)
+    let mut figures = rate(operations, &outcomes)?;
+    if threads >= 2 {
+        figures.push(balance(&outcomes));
+    }
+    Ok(figures)
+}
+
+/// The fewest successful operations one thread did divided by the most: 1 when they shared
+/// the run evenly, near 0 when one of them ran (almost) alone.
+fn balance(outcomes: &[Outcome]) -> f64 {
+    let operations = outcomes.iter().map(|o| o.pushed.count + o.popped.count);
+    let (fewest, most) = operations.fold((u64::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
+    if most == 0 {
+        0.0
+    } else {
+        fewest as f64 / most as f64
+    }
 }
 
 fn pairs_worker<S: BagSubject>(
@@ -799,14 +824,41 @@ mod tests {
         let run_for = Duration::from_millis(10);
         for entry in subjects() {
             for threads in [1, 2, 3] {
-                let rate = (entry.pairs)(threads, 16, run_for)
-                    .unwrap_or_else(|e| panic!("{} pairs: {e}", entry.name))[0];
-                assert!(rate > 0.0, "{}", entry.name);
+                let figures = (entry.pairs)(threads, 16, run_for)
+                    .unwrap_or_else(|e| panic!("{} pairs: {e}", entry.name));
+                assert!(figures[0] > 0.0, "{}", entry.name);
+                // The balance comes with two threads or more, and is a share.
+                assert_eq!(figures.len(), if threads >= 2 { 2 } else { 1 });
+                if let Some(&balance) = figures.get(1) {
+                    assert!((0.0..=1.0).contains(&balance), "{} {balance}", entry.name);
+                }
             }
             let rate = (entry.producer_consumer)(2, run_for)
                 .unwrap_or_else(|e| panic!("{} producer_consumer: {e}", entry.name))[0];
             assert!(rate > 0.0, "{}", entry.name);
         }
+    }
+
+    #[test]
+    fn the_balance_is_the_fewest_operations_of_a_thread_over_the_most() {
+        let now = Instant::now();
+        let outcome = |pushes: u64, pops: u64| Outcome {
+            pushed: Tally {
+                count: pushes,
+                ..Tally::default()
+            },
+            popped: Tally {
+                count: pops,
+                ..Tally::default()
+            },
+            started: now,
+            ended: now,
+        };
+        let even = [outcome(50, 50), outcome(50, 50)];
+        assert_eq!(balance(&even), 1.0);
+        let skewed = [outcome(200, 200), outcome(50, 50), outcome(100, 100)];
+        assert_eq!(balance(&skewed), 0.25);
+        assert_eq!(balance(&[outcome(0, 0), outcome(10, 10)]), 0.0);
     }
 
     /// A queue whose first pops take 200 µs each (40 ms in all), so that its consumer falls
