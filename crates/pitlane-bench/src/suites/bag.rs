@@ -13,7 +13,9 @@
 //! - `pairs_prefilled`: the same after [`PREFILL`] items were pushed;
 //! - `producer_consumer`: half the threads push, half pop (so at 2 and 4 threads only); the
 //!   producers stop at the deadline and the consumers then drain what is left, which the
-//!   time includes.
+//!   time includes;
+//! - `pairs_latency`: `pairs` with each push and each pop timed, retries included, for the
+//!   p50/p99/p99.9/max of one operation: what a thread pays for the others' contention.
 //!
 //! The metric is million successful operations (pushes plus pops) per second. A pop that finds
 //! nothing is not counted: in `pairs` it is retried (a thread always pushed before it pops,
@@ -32,6 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
 use pitlane_queue::bagpipe::{self, Bagpipe};
 use pitlane_queue::mpmc;
 use pitlane_queue::stack::Stack;
@@ -50,6 +53,10 @@ const WORKLOADS: &[Workload] = &[
     Workload {
         name: "pairs_prefilled",
         about: "every thread pushes then pops, after 1024 items; Mops/s at 1/2/4 threads",
+    },
+    Workload {
+        name: "pairs_latency",
+        about: "pairs with each push and pop timed: p50/p99/p99.9/max ns at 1/2/4 threads",
     },
     Workload {
         name: "producer_consumer",
@@ -142,6 +149,30 @@ impl Suite for Bag {
             }
             bench.measure(case)?;
         }
+        bench.note(format!(
+            "pairs_latency times each push and each pop with `std::time::Instant` \
+             (clock_gettime through the vDSO), a pop from its first attempt to the item, so \
+             retries after lost races are included; every figure includes the timer's own cost, \
+             {:.0} ns for an empty interval (median) in this run. The Mops/s of `pairs` are \
+             measured without the timer.",
+            super::timer_overhead_ns()
+        ));
+        for &t in &threads {
+            let metrics = [
+                "latency_p50_ns",
+                "latency_p99_ns",
+                "latency_p999_ns",
+                "latency_max_ns",
+            ]
+            .map(|name| Metric::new(name, "ns", Better::Lower).without_ratios())
+            .to_vec();
+            let mut case = Case::new("pairs_latency", params! {"threads" => t}, metrics);
+            for entry in subjects() {
+                let run = move || (entry.pairs_latency)(t, run_for);
+                case.push(entry.subject(run));
+            }
+            bench.measure(case)?;
+        }
         Ok(())
     }
 }
@@ -153,6 +184,7 @@ struct Entry {
     name: &'static str,
     peer: bool,
     pairs: fn(usize, usize, Duration) -> RunResult,
+    pairs_latency: fn(usize, Duration) -> RunResult,
     producer_consumer: fn(usize, Duration) -> RunResult,
 }
 
@@ -162,6 +194,7 @@ impl Entry {
             name: S::NAME,
             peer: S::PEER,
             pairs: run_pairs::<S>,
+            pairs_latency: run_pairs_latency::<S>,
             producer_consumer: run_producer_consumer::<S>,
         }
     }
@@ -615,6 +648,43 @@ fn rate(operations: u64, outcomes: &[Outcome]) -> RunResult {
 /// `threads` threads each push an item then pop one until `run_for` has passed: the Mops/s,
 /// and with two threads or more the [`balance`] of their operations.
 fn run_pairs<S: BagSubject>(threads: usize, prefill: usize, run_for: Duration) -> RunResult {
+    let run = pairs_run::<S>(threads, prefill, run_for, false)?;
+    let mut figures = rate(run.operations, &run.outcomes)?;
+    if threads >= 2 {
+        figures.push(balance(&run.outcomes));
+    }
+    Ok(figures)
+}
+
+/// `pairs` from empty with every push and every pop timed: the p50, p99, p99.9 and max of one
+/// operation, in ns.
+fn run_pairs_latency<S: BagSubject>(threads: usize, run_for: Duration) -> RunResult {
+    let run = pairs_run::<S>(threads, 0, run_for, true)?;
+    let latency = run.latency.ok_or("no latency was recorded")?;
+    Ok([0.5, 0.99, 0.999]
+        .iter()
+        .map(|&q| latency.value_at_quantile(q) as f64)
+        .chain([latency.max() as f64])
+        .collect())
+}
+
+/// What a checked `pairs` run did.
+struct PairsRun {
+    /// Successful pushes plus pops of all threads.
+    operations: u64,
+    /// Each thread's.
+    outcomes: Vec<Outcome>,
+    /// With `timed`, every thread's single-operation latencies, in ns.
+    latency: Option<Histogram<u64>>,
+}
+
+/// Runs `pairs` and checks the bag.
+fn pairs_run<S: BagSubject>(
+    threads: usize,
+    prefill: usize,
+    run_for: Duration,
+    timed: bool,
+) -> Result<PairsRun, String> {
     let bag = S::make();
     let mut prefilled = Tally::default();
     {
@@ -628,11 +698,11 @@ fn run_pairs<S: BagSubject>(threads: usize, prefill: usize, run_for: Duration) -
     }
     let stop = AtomicBool::new(false);
     let start = Barrier::new(threads + 1);
-    let outcomes = thread::scope(|s| {
+    let results = thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let (bag, stop, start) = (&bag, &stop, &start);
-                s.spawn(move || pairs_worker(bag, t, threads + 1, stop, start))
+                s.spawn(move || pairs_worker(bag, t, threads + 1, stop, start, timed))
             })
             .collect();
         start.wait();
@@ -643,12 +713,22 @@ fn run_pairs<S: BagSubject>(threads: usize, prefill: usize, run_for: Duration) -
             .map(|w| w.join().unwrap_or_else(|_| Err("worker panicked".into())))
             .collect::<Result<Vec<_>, String>>()
     })?;
-    let operations = drain_and_check(&bag, prefilled, &outcomes)?;
-    let mut figures = rate(operations, &outcomes)?;
-    if threads >= 2 {
-        figures.push(balance(&outcomes));
+    let mut latency = timed.then(super::new_histogram);
+    let mut outcomes = Vec::with_capacity(results.len());
+    for (outcome, histogram) in results {
+        if let (Some(total), Some(histogram)) = (latency.as_mut(), histogram) {
+            total
+                .add(&histogram)
+                .map_err(|e| format!("histogram merge: {e}"))?;
+        }
+        outcomes.push(outcome);
     }
-    Ok(figures)
+    let operations = drain_and_check(&bag, prefilled, &outcomes)?;
+    Ok(PairsRun {
+        operations,
+        outcomes,
+        latency,
+    })
 }
 
 /// The fewest successful operations one thread did divided by the most: 1 when they shared
@@ -663,16 +743,36 @@ fn balance(outcomes: &[Outcome]) -> f64 {
     }
 }
 
+/// Pops until an item comes. This thread's own push is not popped yet, so the structure is
+/// not empty: a miss is a lost race (or a Bagpipe's walk passing an item by), and is retried.
+#[inline]
+fn pop_until_got(worker: &impl Worker) -> u64 {
+    let mut misses = 0_u32;
+    loop {
+        if let Some(got) = worker.try_pop() {
+            return got;
+        }
+        misses += 1;
+        if misses % SPINS_BEFORE_YIELD == 0 {
+            thread::yield_now();
+        }
+    }
+}
+
+/// One thread of `pairs`; with `timed`, each push and each pop goes into a histogram of its
+/// own, which it returns.
 fn pairs_worker<S: BagSubject>(
     bag: &S,
     id: usize,
     producers: usize,
     stop: &AtomicBool,
     start: &Barrier,
-) -> Result<Outcome, String> {
+    timed: bool,
+) -> Result<(Outcome, Option<Histogram<u64>>), String> {
     let worker = bag.worker();
     let mut order = OrderCheck::new(S::FIFO, producers);
     let (mut pushed, mut popped) = (Tally::default(), Tally::default());
+    let mut latency = timed.then(super::new_histogram);
     let mut seq = 0;
     start.wait();
     let started = Instant::now();
@@ -680,30 +780,34 @@ fn pairs_worker<S: BagSubject>(
         for _ in 0..ROUND {
             let item = item(id, seq);
             seq += 1;
-            push_until_done(&worker, item);
-            pushed.add(item);
-            // This thread's own push is not popped yet, so the structure is not empty: a
-            // miss is a lost race (or a Bagpipe's walk passing an item by), and is retried.
-            let mut misses = 0_u32;
-            let got = loop {
-                if let Some(got) = worker.try_pop() {
-                    break got;
+            let got = match latency.as_mut() {
+                None => {
+                    push_until_done(&worker, item);
+                    pop_until_got(&worker)
                 }
-                misses += 1;
-                if misses % SPINS_BEFORE_YIELD == 0 {
-                    thread::yield_now();
+                Some(latency) => {
+                    let t0 = Instant::now();
+                    push_until_done(&worker, item);
+                    let t1 = Instant::now();
+                    let got = pop_until_got(&worker);
+                    let t2 = Instant::now();
+                    latency.saturating_record((t1 - t0).as_nanos() as u64);
+                    latency.saturating_record((t2 - t1).as_nanos() as u64);
+                    got
                 }
             };
+            pushed.add(item);
             order.see(got)?;
             popped.add(got);
         }
     }
-    Ok(Outcome {
+    let outcome = Outcome {
         pushed,
         popped,
         started,
         ended: Instant::now(),
-    })
+    };
+    Ok((outcome, latency))
 }
 
 /// Half the threads push until `run_for` has passed; the other half pop until the producers
@@ -832,6 +936,18 @@ mod tests {
                 if let Some(&balance) = figures.get(1) {
                     assert!((0.0..=1.0).contains(&balance), "{} {balance}", entry.name);
                 }
+            }
+            for threads in [1, 2] {
+                let latency = (entry.pairs_latency)(threads, run_for)
+                    .unwrap_or_else(|e| panic!("{} pairs_latency: {e}", entry.name));
+                // p50, p99, p99.9 and max, in order, and no operation takes no time.
+                assert_eq!(latency.len(), 4, "{}", entry.name);
+                assert!(latency[0] > 0.0, "{} {latency:?}", entry.name);
+                assert!(
+                    latency.windows(2).all(|w| w[0] <= w[1]),
+                    "{} {latency:?}",
+                    entry.name
+                );
             }
             let rate = (entry.producer_consumer)(2, run_for)
                 .unwrap_or_else(|e| panic!("{} producer_consumer: {e}", entry.name))[0];

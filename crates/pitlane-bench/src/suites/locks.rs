@@ -21,7 +21,7 @@ use lock_api::RawMutex;
 use pitlane_sync::spin::{RawTas, RawTasBackoff, RawTtas};
 use pitlane_sync::{Tagged, TaggedIndex};
 
-use super::{Suite, Workload};
+use super::{Suite, Workload, new_histogram, timer_overhead_ns};
 use crate::harness::{Bench, BenchError, Better, Case, Metric, Subject, params};
 
 /// Objects in the pool.
@@ -418,22 +418,6 @@ impl<F: Freelist> PoolOps for Pool<F> {
         }
         Ok(())
     }
-}
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
-}
-
-/// The median cost of timing an empty interval with `Instant`.
-fn timer_overhead_ns() -> f64 {
-    let samples: Vec<f64> = (0..10_001)
-        .map(|_| {
-            let t0 = Instant::now();
-            let t1 = Instant::now();
-            (t1 - t0).as_nanos() as f64
-        })
-        .collect();
-    crate::harness::median(&samples).unwrap_or(0.0)
 }
 
 /// Runs `threads` threads doing alloc/free pairs for `run_for`; returns pairs per second. With

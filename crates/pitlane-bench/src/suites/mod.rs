@@ -1,5 +1,9 @@
 //! The benchmark suites, one module each.
 
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+
 use crate::harness::{Bench, BenchError};
 
 pub mod bag;
@@ -36,4 +40,21 @@ pub fn all() -> Vec<Box<dyn Suite>> {
         Box::new(bag::Bag),
         Box::new(lincheck::Lincheck),
     ]
+}
+
+/// A histogram of nanoseconds, from 1 ns to a minute, to three significant digits.
+pub(crate) fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// The median cost of timing an empty interval with `Instant`.
+pub(crate) fn timer_overhead_ns() -> f64 {
+    let samples: Vec<f64> = (0..10_001)
+        .map(|_| {
+            let t0 = Instant::now();
+            let t1 = Instant::now();
+            (t1 - t0).as_nanos() as f64
+        })
+        .collect();
+    crate::harness::median(&samples).unwrap_or(0.0)
 }
