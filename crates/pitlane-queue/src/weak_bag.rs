@@ -77,9 +77,9 @@ pub trait WeakBag {
     fn try_pop(&self) -> Result<Self::Item, PopError>;
 
     /// Inserts `item`, retrying transient failures until it is in. After each lost race the
-    /// thread pauses before it tries again: 64 spin hints after the first, doubling to at most
-    /// 256, which lets the winner finish a run of operations on the contended cache line
-    /// instead of losing it back at once.
+    /// thread pauses before it tries again: 32 spin hints after the first, 64 after each
+    /// further one, which lets the winner finish a run of operations on the contended cache
+    /// line instead of losing it back at once.
     fn push(&self, item: Self::Item) {
         retry_push(item, |item| self.try_push(item))
     }
@@ -153,29 +153,40 @@ pub(crate) fn retry_pop<T>(mut try_pop: impl FnMut() -> Result<T, PopError>) -> 
     }
 }
 
-/// The spin hints before the first retry after a lost race, as a power of two: 2^6 = 64
-/// (crossbeam-utils' `Backoff` reaches this at its sixth step and stops growing there).
-const FIRST_PAUSE_LOG2: u32 = 6;
-/// The longest pause, as a power of two of spin hints: 2^8 = 256, from the third lost race of
-/// one operation on.
-const LAST_PAUSE_LOG2: u32 = 8;
+/// The spin hints before the first retry after a lost race, as a power of two: 2^5 = 32.
+const FIRST_PAUSE_LOG2: u32 = 5;
+/// The longest pause, as a power of two of spin hints: 2^6 = 64, from the second lost race of
+/// one operation on. crossbeam-utils' `Backoff::spin` stops growing at the same 64.
+const LAST_PAUSE_LOG2: u32 = 6;
 
-/// What a retry loop does between two attempts that lost races: it waits 64 spin hints after
-/// the first loss, then 128, then 256 after each further one.
+/// What a retry loop does between two attempts that lost races: it waits 32 spin hints after
+/// the first loss and 64 after each further one. This is crossbeam-utils' `Backoff::spin`
+/// started at its sixth step instead of its first.
 ///
 /// The first pause is long on purpose. The thread that won the race holds the contended line
 /// (the stack's top, a segment's `deq`); a loser that comes back after a spin hint or two takes
 /// that line away in the middle of the winner's next operation, and the two trade it on every
-/// operation. Waiting about as long as a few dozen uncontended operations lets the winner
-/// finish a run of them on a line it keeps, and the roles swap at the next lost race, so both
-/// threads get their turns. Measured at two threads on the `bag` suite's `pairs`, three
-/// interleaved runs of each build: with crossbeam's backoff from one spin hint (the previous
-/// policy) the stack did 15.0–17.7 Mops/s and the queue 20.1–21.5; with this pause, 58.2–61.4
-/// and 55.9–58.3. The work stays shared: in those runs the slower of the two threads did
-/// 0.83–0.98 of the faster one's operations on the stack and 0.44–0.98 on the queue, against
-/// 0.42–0.87 for `crossbeam_queue::SegQueue` and 0.78–1.00 for `parking_lot::Mutex<Vec>` (the
-/// suite's `thread_balance`). The price is the loser's wait: on the 2-vCPU Xeon machines this
-/// project measures on a spin hint takes 13.6 ns, so the pauses are 0.9, 1.7 and 3.5 µs.
+/// operation. Waiting about as long as a dozen uncontended operations lets the winner finish
+/// a run of them on a line it keeps, and the roles swap at the next lost race, so both threads
+/// get their turns.
+///
+/// Measured at two threads with the `bag` suite, three interleaved runs of this policy and of
+/// crossbeam's backoff from one spin hint (the previous one), medians of each run:
+///
+/// | | previous | this | peer in the same runs |
+/// |---|---:|---:|---:|
+/// | stack `pairs`, Mops/s | 14–15 | 46–47 | `parking_lot::Mutex<Vec>` 18–23 |
+/// | queue `pairs`, Mops/s | 18–20 | 42–43 | `crossbeam_queue::SegQueue` 22–31 |
+/// | stack, p50 / p99 / p99.9 of one operation, ns | 108–130 / 571–742 / 790–925 | 41 / 1076–1156 / 2375–3409 | 324–469 / 938–1339 / 1357–2293 |
+/// | queue, p50 / p99 / p99.9, ns | 128–134 / 366–396 / 942–1089 | 117–123 / 1083–1108 / 3035–3403 | 204–220 / 610–635 / 1576–1736 |
+///
+/// So the pause buys throughput and the median with the tail: the loser of a race waits
+/// 0.44 µs, then 0.87 µs, on the 2-vCPU Xeon machines this project measures on (a spin hint
+/// takes 13.6 ns there). The work stays shared: the slower thread did 0.88–0.92 of the faster
+/// one's operations on the stack and 0.76–0.96 on the queue (the suite's `thread_balance`),
+/// against 0.85–0.93 and 0.79–0.96 before. In other interleaved runs, pauses of 64 spin hints
+/// doubling to 256 gave 59 Mops/s (stack) and 54–55 (queue) with a p99.9 of 3.8–9.8 µs, and a
+/// constant 32 gave 41–48 and 34–37 with a p99.9 of 1.6–2.7 µs.
 ///
 /// Under loom a pause is a yield, so that the model lets the winner of the race run.
 pub(crate) struct RetryPause {
@@ -220,15 +231,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pauses_start_at_64_spin_hints_and_double_up_to_256() {
+    fn the_pauses_start_at_32_spin_hints_and_double_up_to_64() {
         let pause = RetryPause::new();
         let mut spins = Vec::new();
         for _ in 0..5 {
             spins.push(pause.next_spins());
             pause.pause();
         }
-        assert_eq!(spins, [64, 128, 256, 256, 256]);
+        assert_eq!(spins, [32, 64, 64, 64, 64]);
         // Each retry loop starts over.
-        assert_eq!(RetryPause::new().next_spins(), 64);
+        assert_eq!(RetryPause::new().next_spins(), 32);
     }
 }
