@@ -7,7 +7,7 @@
 //! `parking_lot::Mutex<Vec>` stands beside the stack. Every item is a `u64`; the bounded
 //! subjects get a capacity of [`CAPACITY`], which no run fills.
 //!
-//! Workloads (those of the seed's benchmark), each run for a fixed time:
+//! Workloads, each run for a fixed time (the first three are the seed's benchmark's):
 //! - `pairs`: every thread pushes an item, then pops one, over and over, from an empty
 //!   structure;
 //! - `pairs_prefilled`: the same after [`PREFILL`] items were pushed;
@@ -17,9 +17,12 @@
 //! - `pairs_latency`: `pairs` with each push and each pop timed, retries included, for the
 //!   p50/p99/p99.9/max of one operation: what a thread pays for the others' contention.
 //!
-//! The metric is million successful operations (pushes plus pops) per second. A pop that finds
-//! nothing is not counted: in `pairs` it is retried (a thread always pushed before it pops,
-//! so some item is in the structure), in `producer_consumer` the consumer waits.
+//! The metric of the first three is million successful operations (pushes plus pops) per
+//! second. A pop that finds nothing is not counted: in `pairs` it is retried (a thread always
+//! pushed before it pops, so some item is in the structure), in `producer_consumer` the
+//! consumer waits. `pairs` and `pairs_prefilled` at two threads or more also give the
+//! `thread_balance` (the fewest operations of one thread over the most), and
+//! `producer_consumer` the `backlog_items` left when the producers stopped.
 //!
 //! Correctness inside every run: items are distinct (producing thread and sequence number),
 //! and each thread sums what it pushed and what it popped, both plainly and through a mixing
