@@ -35,7 +35,10 @@
 //!   *full → taken*; if that succeeds the value is ours again and the attempt lost a race, if
 //!   it fails the pop took the value and the push is done. If `i ≥ SEGMENT` the segment is
 //!   full: link a fresh segment whose first cell already holds the value (CAS on `next`), or
-//!   help move `tail` to the successor that another push linked.
+//!   help move `tail` to the successor that another push linked. A tracked (revocable) value
+//!   instead links an empty segment and takes a ticket in it: its handle may only ever name a
+//!   cell of a segment that is reclaimed through the epoch, and a segment whose link CAS
+//!   failed is freed at once.
 //! - **Pop**: read `i = head.deq` and the state of cell `i`. If it is *full*, CAS `deq` from
 //!   `i` to `i + 1`; success makes the value ours (the state stays *full*: a cell whose ticket
 //!   is below `deq` is consumed whatever its state says, and not writing it keeps the pop off
@@ -292,19 +295,16 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
         barrier::fast_load(word) & bit != 0
     }
 
-    /// A segment numbered `number` whose first cell already holds `item`, published with
-    /// state `tag`; the handle of a tracked item is pointed at that cell.
-    fn with_first(number: usize, item: T, tag: usize) -> *mut Self {
+    /// A segment numbered `number` whose first cell already holds the plain value `item`.
+    /// Only plain values travel this way: a tracked item's handle must never name a cell of a
+    /// segment that may be freed without waiting for the epoch (see [`Queue::push_past_full`]).
+    fn with_first(number: usize, item: T) -> *mut Self {
         let segment = Box::into_raw(Self::new(number));
         // SAFETY: freshly allocated and not shared yet.
         let first = unsafe { (*segment).cell(0) }.expect("a segment has a cell");
         // SAFETY: nobody else can reach the cell.
         unsafe { first.write(item) };
-        if tag != FULL {
-            // SAFETY: `tag` is the handle of `item`, alive while the item is.
-            unsafe { slot::handle_of(tag) }.set(first as *const Slot<T> as usize);
-        }
-        first.state.store(tag, Ordering::Relaxed);
+        first.state.store(FULL, Ordering::Relaxed);
         // SAFETY: as above.
         unsafe { (*segment).enq.store(1, Ordering::Relaxed) };
         segment
@@ -314,15 +314,12 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
     /// never shared, and frees the segment.
     ///
     /// # Safety
-    /// `segment` came from `with_first` and no other thread ever saw it.
-    unsafe fn unmake(segment: *mut Self, tag: usize) -> T {
+    /// `segment` came from `with_first` and no other thread ever saw it (no handle names it:
+    /// it only ever held a plain value).
+    unsafe fn unmake(segment: *mut Self) -> T {
         // SAFETY: by the caller's contract we own the whole segment.
         let segment = unsafe { Box::from_raw(segment) };
         let first = segment.cell(0).expect("a segment has a cell");
-        if tag != FULL {
-            // SAFETY: the item is alive (we are about to hand it back), so is its handle.
-            unsafe { slot::handle_of(tag) }.clear_if(first as *const Slot<T> as usize);
-        }
         first.state.store(TAKEN, Ordering::Relaxed);
         // SAFETY: `with_first` wrote the value and nobody took it.
         unsafe { first.read() }
@@ -566,10 +563,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 // SAFETY: we moved the state out of a full state, so the value is ours, and the
                 // Acquire half of the swap made the pusher's write visible.
                 let item = unsafe { cell.read() };
-                if state != FULL {
-                    // SAFETY: we own `item`, whose handle `state` names.
-                    unsafe { revoke::release_handle(state, cell as *const Slot<T> as usize) };
-                }
+                // SAFETY: we own `item`, whose handle `state` names if it is tracked.
+                unsafe { cell.untrack(state) };
                 Slow::Taken(item)
             }
         }
@@ -689,11 +684,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             }
             return Ok(());
         }
-        let at = cell as *const Slot<T> as usize;
-        if tag != FULL {
-            // SAFETY: `tag` is the handle of the item we just wrote; it lives while the item does.
-            unsafe { slot::handle_of(tag) }.set(at);
-        }
+        // SAFETY: `tag` is `FULL` or the handle of the item we just wrote, alive while it is.
+        unsafe { cell.track(tag) };
         match cell
             .state
             .compare_exchange(EMPTY, tag, Ordering::Release, Ordering::Relaxed)
@@ -725,10 +717,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         // SAFETY: the pop that poisoned the cell never touches the value; we wrote it and still
         // own it.
         let item = unsafe { cell.read() };
-        if tag != FULL {
-            // SAFETY: `item` is alive, so is its handle.
-            unsafe { slot::handle_of(tag) }.clear_if(cell as *const Slot<T> as usize);
-        }
+        // SAFETY: `item` is alive, so is its handle.
+        unsafe { cell.untrack(tag) };
         item
     }
 
@@ -745,35 +735,29 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         loop {
             // SAFETY: `segment_ptr` was read from `tail` while pinned.
             let segment = unsafe { &*segment_ptr };
-            let next = segment.link.next.load(Ordering::Acquire);
+            let mut next = segment.link.next.load(Ordering::Acquire);
             if next.is_null() {
-                let fresh = Segment::with_first(segment.link.number + 1, item, tag);
-                return match segment.link.next.compare_exchange(
+                if tag == FULL {
+                    return self.link_with_first(segment_ptr, item);
+                }
+                // A tracked item. Its handle may only name a cell that is reclaimed through the
+                // epoch: were it to name the first cell of a fresh segment before the link CAS,
+                // a revoker could mark that cell, and a lost link would free the segment under
+                // the revoker and hand back an item the revoker believes it took. So link an
+                // empty segment and take a ticket in it like any push.
+                let fresh = Box::into_raw(Segment::new(segment.link.number + 1));
+                next = match segment.link.next.compare_exchange(
                     ptr::null_mut(),
                     fresh,
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => {
-                        let _ = self.tail.compare_exchange(
-                            segment_ptr,
-                            fresh,
-                            Ordering::AcqRel,
-                            Ordering::Relaxed,
-                        );
-                        Ok(())
-                    }
+                    Ok(_) => fresh,
                     Err(linked) => {
-                        // Another push linked a segment first; help it along and report the
-                        // lost race.
-                        let _ = self.tail.compare_exchange(
-                            segment_ptr,
-                            linked,
-                            Ordering::AcqRel,
-                            Ordering::Relaxed,
-                        );
-                        // SAFETY: the CAS failed, so nobody else ever saw `fresh`.
-                        Err(unsafe { Segment::unmake(fresh, tag) })
+                        // SAFETY: the CAS failed, so no other thread ever saw `fresh`, and no
+                        // handle names one of its cells.
+                        drop(unsafe { Box::from_raw(fresh) });
+                        linked
                     }
                 };
             }
@@ -787,6 +771,43 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
             if let Some(cell) = segment.cell(ticket) {
                 return Self::publish(segment, ticket, cell, item, tag);
+            }
+        }
+    }
+
+    /// The tail segment `segment_ptr` is full and has no successor: link a fresh segment whose
+    /// first cell holds the plain value `item`, or hand `item` back if another push linked one
+    /// first.
+    #[cold]
+    fn link_with_first(&self, segment_ptr: *mut Segment<T, SEGMENT>, item: T) -> Result<(), T> {
+        // SAFETY: `segment_ptr` was read from `tail` while pinned.
+        let segment = unsafe { &*segment_ptr };
+        let fresh = Segment::with_first(segment.link.number + 1, item);
+        match segment.link.next.compare_exchange(
+            ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                let _ = self.tail.compare_exchange(
+                    segment_ptr,
+                    fresh,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+                Ok(())
+            }
+            Err(linked) => {
+                // Another push linked a segment first; help it along and report the lost race.
+                let _ = self.tail.compare_exchange(
+                    segment_ptr,
+                    linked,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+                // SAFETY: the CAS failed, so nobody else ever saw `fresh`.
+                Err(unsafe { Segment::unmake(fresh) })
             }
         }
     }
@@ -1042,7 +1063,7 @@ impl<T, const SEGMENT: usize> WeakBag for Queue<T, SEGMENT> {
 
 impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
     fn try_push_revocable(&self, item: T) -> Result<(), T> {
-        let tag = item.revoke_handle().tag();
+        let tag = slot::tag_of(item.revoke_handle());
         self.try_push_tagged(item, tag, &pin())
     }
 

@@ -48,7 +48,9 @@
 //!
 //! 1. Every thread that touches a handle or a slot of a segment `S` is pinned from before it
 //!    reads the slot's address until after its last access to the slot.
-//! 2. The address of slot `c` is written into a handle once, by the pusher of `c`, and removed
+//! 2. The address of slot `c` is written into a handle once, by the pusher of `c` after it
+//!    drew the ticket of `c` in a linked segment (never into a segment that is not linked yet,
+//!    which a lost link CAS would free at once), and removed
 //!    (by a compare-and-swap from `c`) by that pusher when its publishing CAS fails, by the
 //!    popper that takes the value, or by the revoker that marks it. The pusher and the unique
 //!    popper of `c` hold `S` while they do so, so they remove it before the first function
@@ -62,9 +64,11 @@
 //! Under `cfg(pitlane_loom)` the queue keeps retired segments until it is dropped instead (loom
 //! cannot model crossbeam-epoch), which is what lets loom check the slot protocol itself.
 
-use pitlane_sync::shim::atomic::{AtomicUsize, Ordering};
+use core::ptr;
 
-use crate::slot::{self, REVOKED, Slot};
+use pitlane_sync::shim::atomic::{AtomicPtr, Ordering};
+
+use crate::slot::{REVOKED, Slot};
 use crate::weak_bag::WeakBag;
 
 /// Where a revocable item sits: the address of its slot, or nothing.
@@ -81,9 +85,9 @@ use crate::weak_bag::WeakBag;
 #[derive(Debug, Default)]
 #[repr(align(8))]
 pub struct RevokeHandle {
-    /// Address of the [`Slot`] holding the item, or 0 when it is in no bag (as far as a
+    /// The [`Slot`] holding the item (type-erased), or null when it is in no bag (as far as a
     /// revoker needs to know: during a push attempt it may name a slot not yet published).
-    slot: AtomicUsize,
+    slot: AtomicPtr<()>,
 }
 
 impl RevokeHandle {
@@ -91,7 +95,7 @@ impl RevokeHandle {
     #[cfg(not(pitlane_loom))]
     pub const fn new() -> Self {
         Self {
-            slot: AtomicUsize::new(0),
+            slot: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
@@ -99,34 +103,31 @@ impl RevokeHandle {
     #[cfg(pitlane_loom)]
     pub fn new() -> Self {
         Self {
-            slot: AtomicUsize::new(0),
+            slot: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
     /// Whether a tracked push has placed the item in a bag and no pop or revoke has taken it
     /// out since (a snapshot: a concurrent pop may be taking it right now).
     pub fn is_in_bag(&self) -> bool {
-        self.slot.load(Ordering::Acquire) != 0
-    }
-
-    /// The state word that marks a slot as holding the item with this handle.
-    #[inline]
-    pub(crate) fn tag(&self) -> usize {
-        self as *const Self as usize
+        !self.slot.load(Ordering::Acquire).is_null()
     }
 
     /// Records that the item is about to be published in the slot at `slot`.
     #[inline]
-    pub(crate) fn set(&self, slot: usize) {
-        self.slot.store(slot, Ordering::Release);
+    pub(crate) fn set(&self, slot: *const ()) {
+        self.slot.store(slot.cast_mut(), Ordering::Release);
     }
 
     /// Forgets the slot at `slot`, unless the handle already names another one (or none).
     #[inline]
-    pub(crate) fn clear_if(&self, slot: usize) {
-        let _ = self
-            .slot
-            .compare_exchange(slot, 0, Ordering::AcqRel, Ordering::Relaxed);
+    pub(crate) fn clear_if(&self, slot: *const ()) {
+        let _ = self.slot.compare_exchange(
+            slot.cast_mut(),
+            ptr::null_mut(),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
     }
 }
 
@@ -200,13 +201,14 @@ where
 pub(crate) unsafe fn revoke_slot<T: Revocable>(item: &T) -> bool {
     let handle = item.revoke_handle();
     let at = handle.slot.load(Ordering::Acquire);
-    if at == 0 {
+    if at.is_null() {
         return false;
     }
-    let tag = handle.tag();
-    // SAFETY: a non-zero handle names a slot of a structure that stores `T` (the item was
-    // pushed into it), alive by the caller's contract.
-    let slot = unsafe { &*(at as *const Slot<T>) };
+    let tag = crate::slot::tag_of(handle);
+    // SAFETY: a non-null handle names a slot of a structure that stores `T` (the item was
+    // pushed into it), alive by the caller's contract; the pointer carries the provenance of
+    // the structure's allocation.
+    let slot = unsafe { &*at.cast::<Slot<T>>() };
     // Mark the slot dead if it still holds this very item.
     let revoked = slot
         .state
@@ -216,17 +218,4 @@ pub(crate) unsafe fn revoke_slot<T: Revocable>(item: &T) -> bool {
         handle.clear_if(at);
     }
     revoked
-}
-
-/// After a popper's swap returned the tracked `state` for the slot at `slot`: clear the
-/// handle, if it still names that slot.
-///
-/// # Safety
-/// The popper owns the value the state was published with and keeps it alive over this call,
-/// so its handle is alive ([`Revocable`] contract).
-#[inline]
-pub(crate) unsafe fn release_handle(state: usize, slot: usize) {
-    debug_assert!(slot::is_tracked(state));
-    // SAFETY: by the caller's contract.
-    unsafe { slot::handle_of(state) }.clear_if(slot);
 }

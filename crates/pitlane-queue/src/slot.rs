@@ -38,15 +38,25 @@ pub(crate) fn is_tracked(state: usize) -> bool {
     state > REVOKED
 }
 
-/// The handle a tracked or revoked state names.
+/// The state word of a slot that holds the tracked item whose handle is `handle`: the handle's
+/// address, with its provenance exposed so that [`handle_of`] can rebuild the pointer (handles
+/// are 8-aligned, so the word is never one of the small states).
+#[inline]
+pub(crate) fn tag_of(handle: &RevokeHandle) -> usize {
+    core::ptr::from_ref(handle).expose_provenance()
+}
+
+/// The handle a tracked state names: the one owner of the decoding of [`tag_of`].
 ///
 /// # Safety
 /// `state` is tracked, and the value it was published with is still alive (its handle lives at
 /// least as long as the value, by the [`Revocable`](crate::revoke::Revocable) contract).
 #[inline]
-pub(crate) unsafe fn handle_of<'a>(state: usize) -> &'a RevokeHandle {
-    // SAFETY: the caller guarantees the address came from `RevokeHandle::tag` of a live handle.
-    unsafe { &*(state as *const RevokeHandle) }
+unsafe fn handle_of<'a>(state: usize) -> &'a RevokeHandle {
+    debug_assert!(is_tracked(state));
+    // SAFETY: the caller guarantees the word came from `tag_of` of a live handle, whose
+    // provenance `tag_of` exposed.
+    unsafe { &*core::ptr::with_exposed_provenance::<RevokeHandle>(state) }
 }
 
 /// One value and its state word.
@@ -102,6 +112,38 @@ impl<T> Slot<T> {
         self.value.with(|p| unsafe { (*p).assume_init_read() })
     }
 
+    /// The slot's address as a handle records it.
+    #[inline]
+    pub(crate) fn address(&self) -> *const () {
+        core::ptr::from_ref(self).cast()
+    }
+
+    /// Before publishing a value with state `tag`: a tracked item's handle is pointed at this
+    /// slot (a plain `FULL` value has no handle).
+    ///
+    /// # Safety
+    /// `tag` is [`FULL`] or the [`tag_of`] the handle of the item this slot holds, which is alive.
+    #[inline]
+    pub(crate) unsafe fn track(&self, tag: usize) {
+        if tag != FULL {
+            // SAFETY: by the caller's contract.
+            unsafe { handle_of(tag) }.set(self.address());
+        }
+    }
+
+    /// After taking back or taking out the value published with state `tag`: a tracked item's
+    /// handle forgets this slot, unless it already names another one.
+    ///
+    /// # Safety
+    /// As for [`track`](Self::track): the item is alive (the caller holds it).
+    #[inline]
+    pub(crate) unsafe fn untrack(&self, tag: usize) {
+        if tag != FULL {
+            // SAFETY: by the caller's contract.
+            unsafe { handle_of(tag) }.clear_if(self.address());
+        }
+    }
+
     /// Drops whatever value the slot still owns, for the owner of the whole structure (no
     /// concurrent access), and clears the handle of a tracked or revoked value that still
     /// points here.
@@ -112,10 +154,8 @@ impl<T> Slot<T> {
             // SAFETY: the state says the slot owns a value; `&mut self` excludes every other
             // access.
             let value = unsafe { self.read() };
-            if state != FULL {
-                // SAFETY: `value` is alive, so its handle is (Revocable contract).
-                unsafe { handle_of(state) }.clear_if(self as *const Self as usize);
-            }
+            // SAFETY: `value` is alive, so its handle is (Revocable contract).
+            unsafe { self.untrack(state) };
             drop(value);
         } else if state == REVOKED {
             self.state.store(TAKEN, Ordering::Relaxed);

@@ -558,10 +558,8 @@ impl<T> Stack<T> {
         // SAFETY: the node came off the free list (or was never used): nobody else owns it, and
         // its value was moved out before it was recycled.
         unsafe { node.slot.write(item) };
-        if tag != FULL {
-            // SAFETY: `tag` is the handle of the item just written, alive while it is.
-            unsafe { slot::handle_of(tag) }.set(&node.slot as *const Slot<T> as usize);
-        }
+        // SAFETY: `tag` is `FULL` or the handle of the item just written, alive while it is.
+        unsafe { node.slot.track(tag) };
         node.slot.state.store(tag, Ordering::Relaxed);
         (index, node)
     }
@@ -594,7 +592,6 @@ impl<T> Stack<T> {
         tag: usize,
         stash: Option<&Handle<'_, T>>,
     ) -> Result<(), T> {
-        let at = &node.slot as *const Slot<T> as usize;
         let outcome = if node
             .slot
             .state
@@ -603,10 +600,8 @@ impl<T> Stack<T> {
         {
             // SAFETY: the node was never linked and its state was ours to take back.
             let item = unsafe { node.slot.read() };
-            if tag != FULL {
-                // SAFETY: `item` is alive, so is its handle.
-                unsafe { slot::handle_of(tag) }.clear_if(at);
-            }
+            // SAFETY: `item` is alive, so is its handle.
+            unsafe { node.slot.untrack(tag) };
             Err(item)
         } else {
             debug_assert_eq!(node.slot.state.load(Ordering::Relaxed), REVOKED);
@@ -658,7 +653,7 @@ impl<T> Stack<T> {
         }
         debug_assert!(slot::is_tracked(state), "state {state}");
         // SAFETY: we own `item`, whose handle `state` names.
-        unsafe { revoke::release_handle(state, slot as *const Slot<T> as usize) };
+        unsafe { slot.untrack(state) };
         Some(item)
     }
 }
@@ -867,12 +862,12 @@ impl<T> WeakBag for Stack<T> {
 
 impl<T: Revocable> RevocableBag for Stack<T> {
     fn try_push_revocable(&self, item: T) -> Result<(), T> {
-        let tag = item.revoke_handle().tag();
+        let tag = slot::tag_of(item.revoke_handle());
         self.try_push_tagged(item, tag, None)
     }
 
     fn push_revocable(&self, item: T) {
-        let tag = item.revoke_handle().tag();
+        let tag = slot::tag_of(item.revoke_handle());
         self.push_tagged(item, tag, None)
     }
 

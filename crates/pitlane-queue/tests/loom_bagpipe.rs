@@ -186,3 +186,39 @@ fn bagpipe_revoke_finds_the_item_in_whichever_pipe() {
         assert!(bag.pop().is_none());
     });
 }
+
+/// Two tracked pushes race to link the next one-cell segment while a revoker goes after one of
+/// the two items. The push that loses the link must not have exposed the cell of a segment it
+/// then frees (the revoker would mark a cell of freed memory and "win" an item that the retried
+/// push then publishes): a revoked page is never popped, and every page not revoked is popped.
+#[test]
+fn revoke_against_pushes_racing_to_link_a_segment() {
+    loom::model(|| {
+        let queue = Arc::new(Queue::<PageRef, 1>::with_segment_size());
+        // Fill segment 0: both pushes below go past the end of it.
+        queue.push_revocable(page(0));
+        let (first, second) = (page(1), page(2));
+        let pushers: Vec<_> = [first.clone(), second]
+            .into_iter()
+            .map(|page| {
+                let queue = queue.clone();
+                thread::spawn(move || queue.push_revocable(page))
+            })
+            .collect();
+        // SAFETY: `first` is pushed only into `queue`, alive here.
+        let revoked = unsafe { Queue::<PageRef, 1>::revoke(&first) };
+        for pusher in pushers {
+            pusher.join().unwrap();
+        }
+        let mut popped: Vec<usize> = std::iter::from_fn(|| queue.pop())
+            .map(|p| p.0.number)
+            .collect();
+        popped.sort_unstable();
+        if revoked {
+            assert_eq!(popped, [0, 2], "a revoked page was popped");
+        } else {
+            assert_eq!(popped, [0, 1, 2]);
+        }
+        assert!(!first.0.handle.is_in_bag());
+    });
+}

@@ -471,3 +471,82 @@ fn full_bagpipe() {
     pairs(&Bagpipe::<Queue<u64>>::new(), FULL_OPS, true);
     pairs(&Bagpipe::<Stack<u64>>::new(), FULL_OPS, false);
 }
+
+/// Pushers of revocable pages race to link one-cell segments (so every push links one, and
+/// half the links are lost), one thread revokes the pages being pushed, one pops. A revoke
+/// must never win for a page that is then popped, and no revoker may touch a segment freed
+/// under it: each page ends popped once or revoked once.
+fn revoke_racing_segment_links(pages: &[Page]) {
+    const PUSHERS: usize = 2;
+    const POPPED: u8 = 1;
+    const REVOKED: u8 = 2;
+    let queue = Queue::<&Page, 1>::with_segment_size();
+    let outcome: Vec<AtomicU8> = (0..pages.len()).map(|_| AtomicU8::new(0)).collect();
+    let record = |page: &Page, how: u8| {
+        let before = outcome[page.number].swap(how, Ordering::Relaxed);
+        assert_eq!(before, 0, "page {} ended {how} after {before}", page.number);
+    };
+    let pushers_done = AtomicUsize::new(0);
+    // The next page to push: pushers draw pages from it, so the revoker knows which pages
+    // are being pushed right now.
+    let next_page = AtomicUsize::new(0);
+    run_threads(PUSHERS + 2, |t| {
+        if t < PUSHERS {
+            loop {
+                let number = next_page.fetch_add(1, Ordering::Relaxed);
+                let Some(page) = pages.get(number) else { break };
+                queue.push_revocable(page);
+            }
+            pushers_done.fetch_add(1, Ordering::Release);
+        } else if t == PUSHERS {
+            // The revoker aims at the pages whose pushes are in flight.
+            while pushers_done.load(Ordering::Acquire) < PUSHERS {
+                let next = next_page.load(Ordering::Relaxed);
+                let in_flight = next.saturating_sub(PUSHERS)..next.min(pages.len());
+                for page in &pages[in_flight] {
+                    // SAFETY: every page is pushed into `queue`, which outlives the threads.
+                    if unsafe { Queue::<&Page, 1>::revoke(&page) } {
+                        record(page, REVOKED);
+                    }
+                }
+            }
+        } else {
+            loop {
+                match queue.pop() {
+                    Some(page) => record(page, POPPED),
+                    None if pushers_done.load(Ordering::Acquire) == PUSHERS => break,
+                    None => thread::yield_now(),
+                }
+            }
+        }
+    });
+    while let Some(page) = queue.pop() {
+        record(page, POPPED);
+    }
+    for (number, state) in outcome.iter().enumerate() {
+        assert_ne!(state.load(Ordering::Relaxed), 0, "page {number} lost");
+        assert!(
+            !pages[number].handle.is_in_bag(),
+            "page {number} still in a bag"
+        );
+    }
+}
+
+#[test]
+fn mpmc_revoke_racing_a_lost_segment_link_has_one_winner() {
+    epoch_ready();
+    revoke_racing_segment_links(&pages());
+}
+
+#[test]
+#[ignore = "10^6 revocable pushes over one-cell segments; run with --release --include-ignored"]
+fn full_mpmc_revoke_racing_segment_links() {
+    epoch_ready();
+    let pages: Vec<Page> = (0..1_000_000)
+        .map(|number| Page {
+            handle: RevokeHandle::new(),
+            number,
+        })
+        .collect();
+    revoke_racing_segment_links(&pages);
+}
