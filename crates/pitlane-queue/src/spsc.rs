@@ -272,7 +272,7 @@ impl Builder {
             streaming: false,
         };
 
-        let slots: Box<[Slot<T>]> = (0..capacity).map(|_| Slot::new()).collect();
+        let slots = allocate_slots::<T>(capacity)?;
         let shared = NonNull::from(Box::leak(Box::new(Shared {
             slots,
             gone: AtomicU8::new(0),
@@ -299,6 +299,20 @@ impl Builder {
     }
 }
 
+/// `capacity` empty slots, or [`ChannelError::OutOfMemory`] if the allocator cannot provide
+/// them (never an abort).
+fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
+    let mut slots = Vec::new();
+    if slots.try_reserve_exact(capacity).is_err() {
+        return Err(ChannelError::OutOfMemory {
+            capacity,
+            bytes: capacity.saturating_mul(core::mem::size_of::<Slot<T>>()),
+        });
+    }
+    slots.extend((0..capacity).map(|_| Slot::new()));
+    Ok(slots.into_boxed_slice())
+}
+
 /// Why a queue could not be created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChannelError {
@@ -315,6 +329,13 @@ pub enum ChannelError {
     },
     /// The increment of adaptive backtracking must be at least 1.
     ZeroIncrement,
+    /// The allocator could not provide the slots.
+    OutOfMemory {
+        /// The capacity asked for.
+        capacity: usize,
+        /// The bytes its slots need.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for ChannelError {
@@ -326,6 +347,10 @@ impl fmt::Display for ChannelError {
                 write!(f, "the batch size {batch} is not in 1..={capacity}")
             }
             Self::ZeroIncrement => f.write_str("the backtracking increment must be at least 1"),
+            Self::OutOfMemory { capacity, bytes } => write!(
+                f,
+                "out of memory: {capacity} slots need {bytes} bytes, which the allocator refused"
+            ),
         }
     }
 }
@@ -708,7 +733,9 @@ impl Batching {
         if self.increment == 0 {
             return self.max;
         }
-        self.history = self.max.min(self.history + self.increment);
+        // Saturating: any increment a builder accepts (up to `usize::MAX`) only caps the
+        // distance at `max`; a wrapped sum would start a search at 0 and claim an empty run.
+        self.history = self.max.min(self.history.saturating_add(self.increment));
         self.history
     }
 }
@@ -1202,6 +1229,17 @@ mod tests {
             Builder::new(4).increment(0).build::<u8>().unwrap_err(),
             ChannelError::ZeroIncrement
         );
+        // Fits the address space but not the machine: an error, not an abort.
+        match try_channel::<u64>(1 << 58) {
+            Err(error @ ChannelError::OutOfMemory { capacity, bytes }) => {
+                assert_eq!((capacity, bytes), (1 << 58, 1 << 62));
+                assert!(
+                    error.to_string().contains("288230376151711744 slots"),
+                    "{error}"
+                );
+            }
+            other => panic!("expected OutOfMemory, got {:?}", other.map(|_| ())),
+        }
         assert_eq!(
             ChannelError::ZeroCapacity.to_string(),
             "the capacity must be at least 1"

@@ -1,0 +1,127 @@
+//! Property tests of the SPSC queue's builder: every combination of settings gives a queue that
+//! behaves like a `VecDeque` of the same capacity, or a clear error — never a queue that writes
+//! past its ring (an overflowing `history + increment` once did exactly that).
+#![cfg(not(pitlane_loom))]
+
+use std::collections::VecDeque;
+
+use pitlane_queue::spsc::{Builder, ChannelError, PopError, PushError};
+use proptest::prelude::*;
+
+/// A setting drawn from the edges (0, 1, the capacity and its neighbours, `usize::MAX` and
+/// its neighbours) and from anywhere in between.
+fn setting(capacity: usize) -> impl Strategy<Value = Option<usize>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(0)),
+        Just(Some(1)),
+        Just(Some(capacity.saturating_sub(1))),
+        Just(Some(capacity)),
+        Just(Some(capacity.saturating_add(1))),
+        Just(Some(usize::MAX / 2 + 1)),
+        Just(Some(usize::MAX - 1)),
+        Just(Some(usize::MAX)),
+        (0..=2 * capacity + 2).prop_map(Some),
+        any::<usize>().prop_map(Some),
+    ]
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Push(u32),
+    Pop,
+    Peek,
+    PushIter(u8),
+}
+
+fn script() -> impl Strategy<Value = Vec<Op>> {
+    proptest::collection::vec(
+        prop_oneof![
+            4 => any::<u32>().prop_map(Op::Push),
+            4 => Just(Op::Pop),
+            1 => Just(Op::Peek),
+            1 => any::<u8>().prop_map(Op::PushIter),
+        ],
+        0..200,
+    )
+}
+
+fn case() -> impl Strategy<Value = (usize, Option<usize>, Option<usize>, bool, Vec<Op>)> {
+    (0usize..=40).prop_flat_map(|capacity| {
+        (
+            Just(capacity),
+            setting(capacity),
+            setting(capacity),
+            any::<bool>(),
+            script(),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_builder_gives_a_working_queue_or_an_error(
+        (capacity, batch, increment, adaptive, ops) in case()
+    ) {
+        let mut builder = Builder::new(capacity).adaptive(adaptive);
+        if let Some(batch) = batch {
+            builder = builder.batch(batch);
+        }
+        if let Some(increment) = increment {
+            builder = builder.increment(increment);
+        }
+        let (mut producer, mut consumer) = match builder.build::<u32>() {
+            Ok(ends) => ends,
+            Err(error) => {
+                // Exactly the documented refusals, and nothing else.
+                let expected = if capacity == 0 {
+                    ChannelError::ZeroCapacity
+                } else if batch.is_some_and(|b| b == 0 || b > capacity) {
+                    ChannelError::BatchOutOfRange { batch: batch.unwrap(), capacity }
+                } else {
+                    prop_assert_eq!(increment, Some(0));
+                    ChannelError::ZeroIncrement
+                };
+                prop_assert_eq!(error, expected);
+                return Ok(());
+            }
+        };
+        prop_assert!(capacity > 0);
+        prop_assert_eq!(producer.capacity(), capacity);
+        let mut model = VecDeque::new();
+        for op in ops {
+            match op {
+                Op::Push(value) => match producer.try_push(value) {
+                    Ok(()) => {
+                        prop_assert!(model.len() < capacity, "pushed into a full queue");
+                        model.push_back(value);
+                    }
+                    Err(PushError::Full(back)) => {
+                        prop_assert_eq!(back, value);
+                        prop_assert_eq!(model.len(), capacity, "full before capacity");
+                    }
+                },
+                Op::Pop => match consumer.try_pop() {
+                    Ok(value) => prop_assert_eq!(Some(value), model.pop_front()),
+                    Err(PopError::Empty) => prop_assert!(model.is_empty()),
+                },
+                Op::Peek => match consumer.peek() {
+                    Ok(value) => prop_assert_eq!(Some(value), model.front()),
+                    Err(PopError::Empty) => prop_assert!(model.is_empty()),
+                },
+                Op::PushIter(count) => {
+                    let values: Vec<u32> = (0..u32::from(count)).collect();
+                    let pushed = producer.push_iter(values.iter().copied());
+                    prop_assert_eq!(pushed, usize::from(count).min(capacity - model.len()));
+                    model.extend(&values[..pushed]);
+                }
+            }
+            prop_assert_eq!(producer.len(), model.len());
+            prop_assert_eq!(consumer.len(), model.len());
+        }
+        let rest: Vec<u32> = consumer.try_iter().collect();
+        prop_assert_eq!(rest, Vec::from(model));
+    }
+}
