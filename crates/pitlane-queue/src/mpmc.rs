@@ -71,14 +71,23 @@
 //!
 //! # When the try operations fail
 //!
-//! [`Queue::try_push`] returns `Err(item)` in exactly two cases: a pop skipped its ticket and
-//! poisoned the cell before the value was published, or it found the tail segment full and
-//! another push linked the next segment before it. [`Queue::try_pop`] returns
+//! [`Queue::try_push`] returns `Err(item)` in exactly two cases, both only while another
+//! operation runs beside it:
+//!
+//! 1. A pop gave up waiting for it and skipped its ticket, poisoning the cell before the value
+//!    was published. A pop waits 32 spin hints for a pusher that holds a ticket but
+//!    has not begun writing (a few instructions, unless it was preempted right there), and up
+//!    to a millisecond for a pusher that is writing a value larger than 64 bytes (such values
+//!    are *announced*: the cell is marked *writing* before the copy, so that a large copy into
+//!    fresh pages is waited for instead of skipped). So a push fails this way only when its
+//!    thread was descheduled between drawing its ticket and publishing.
+//! 2. It found the tail segment full and another push linked the next segment before it.
+//!
+//! [`Queue::push`] retries both. [`Queue::try_pop`] returns
 //! [`PopError::Transient`] when another pop moved `deq` past the ticket it was about to claim,
-//! or when it skipped a cell whose pusher had not published after a short wait (or whose
-//! pusher took the value back), and [`PopError::Empty`] when it found no pushed value that no
-//! pop has claimed. Revoked cells are passed over without failing. Either failure happens only
-//! while another operation runs beside the one that fails.
+//! or when it skipped a cell whose pusher had not published in time (or whose pusher took the
+//! value back), and [`PopError::Empty`] when it found no pushed value that no pop has claimed.
+//! Revoked cells are passed over without failing.
 //!
 //! # Linearization points
 //!
@@ -126,7 +135,7 @@ use pitlane_sync::shim::hint::spin_loop;
 
 use crate::barrier;
 use crate::revoke::{self, Revocable, RevocableBag};
-use crate::slot::{self, EMPTY, FULL, REVOKED, Slot, TAKEN};
+use crate::slot::{self, EMPTY, FULL, REVOKED, Slot, TAKEN, WRITING};
 use crate::weak_bag::{PopError, WeakBag};
 
 /// Cells per segment unless the type says otherwise.
@@ -140,6 +149,19 @@ pub const DEFAULT_SEGMENT: usize = 1024;
 /// and the publish race.
 #[cfg(not(pitlane_loom))]
 const PATIENCE: u32 = 32;
+
+/// Values larger than this many bytes are *announced*: their pusher marks the cell
+/// [`WRITING`] before it copies the value in, so that a pop waits for the copy (which for a
+/// large value that touches fresh pages takes far longer than [`PATIENCE`]) instead of
+/// skipping the ticket and making the push start over with a new ticket, a new copy and new
+/// pages, again and again. One cache line of value is written as fast as the mark itself.
+const ANNOUNCE_ABOVE: usize = 64;
+
+/// How long a pop waits for the pusher of an announced value to finish writing it before
+/// it gives up on it (the pusher was preempted halfway) and skips its ticket. Writing even
+/// a 64 KiB value into fresh pages takes tens of microseconds.
+#[cfg(not(pitlane_loom))]
+const WRITER_PATIENCE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Epoch pinning, or nothing under loom (retired segments are then freed on drop).
 #[cfg(not(pitlane_loom))]
@@ -488,6 +510,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             }
             return Self::skip(segment, ticket, cell);
         }
+        if state == WRITING {
+            return Self::await_writer(segment, ticket, cell);
+        }
         if state == TAKEN {
             // Consumed: `deq` had moved on since we read it.
             return Slow::Again;
@@ -497,6 +522,30 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             return Slow::Lost;
         }
         Self::settle(cell)
+    }
+
+    /// The pusher of `ticket` is writing a large value into its cell: wait for it, up to
+    /// [`WRITER_PATIENCE`], and skip it only if it does not finish (it was preempted).
+    #[cold]
+    #[inline(never)]
+    fn await_writer(segment: &Segment<T, SEGMENT>, ticket: usize, cell: &Slot<T>) -> Slow<T> {
+        #[cfg(not(pitlane_loom))]
+        {
+            const SPINS_BETWEEN_CLOCK_READS: u32 = 64;
+            let started = std::time::Instant::now();
+            loop {
+                for _ in 0..SPINS_BETWEEN_CLOCK_READS {
+                    spin_loop();
+                    if cell.state.load(Ordering::Relaxed) != WRITING {
+                        return Slow::Again;
+                    }
+                }
+                if started.elapsed() > WRITER_PATIENCE {
+                    break;
+                }
+            }
+        }
+        Self::skip(segment, ticket, cell)
     }
 
     /// Gives up on the pusher of `ticket`, which has not published: claims the ticket, marks it
@@ -511,14 +560,19 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         if !barrier::mark(word, bit) {
             return Self::await_publish(cell);
         }
-        match cell
-            .state
-            .compare_exchange(EMPTY, TAKEN, Ordering::AcqRel, Ordering::Acquire)
-        {
-            // Poisoned. If its pusher publishes after all, the handshake makes it see the mark
-            // and take its value back.
-            Ok(_) => Slow::Lost,
-            Err(_) => Self::settle(cell),
+        let mut seen = EMPTY;
+        loop {
+            match cell
+                .state
+                .compare_exchange(seen, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+            {
+                // Poisoned. If its pusher publishes after all, the handshake makes it see the
+                // mark and take its value back.
+                Ok(_) => return Slow::Lost,
+                // The pusher began writing (or finished announcing) meanwhile: still no value.
+                Err(now) if now == EMPTY || now == WRITING => seen = now,
+                Err(_) => return Self::settle(cell),
+            }
         }
     }
 
@@ -533,7 +587,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     fn await_publish(cell: &Slot<T>) -> Slow<T> {
         const SPINS_BEFORE_YIELD: u32 = 64;
         let mut spins = 0_u32;
-        while cell.state.load(Ordering::Acquire) == EMPTY {
+        while matches!(cell.state.load(Ordering::Acquire), EMPTY | WRITING) {
             spins = spins.wrapping_add(1);
             if spins % SPINS_BEFORE_YIELD == 0 {
                 pitlane_sync::shim::thread::yield_now();
@@ -658,13 +712,39 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         let segment = unsafe { &*segment_ptr };
         let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
         match segment.cell(ticket) {
-            Some(cell) => Self::publish(segment, ticket, cell, item, tag),
+            Some(cell) if Self::announce(cell, tag) => {
+                Self::publish(segment, ticket, cell, item, tag)
+            }
+            Some(_) => Err(item),
             None => self.push_past_full(segment_ptr, item, tag, guard),
         }
     }
 
-    /// Writes `item` into the cell of our `ticket` and publishes it: a plain value with a
-    /// plain store where the process-wide barrier is available (then a pop that gave up on us
+    /// Whether pushes of `T` announce their write (see [`ANNOUNCE_ABOVE`]).
+    const ANNOUNCED: bool = size_of::<T>() > ANNOUNCE_ABOVE;
+
+    /// Right after drawing the ticket of `cell`, before the value is moved anywhere: marks the
+    /// cell [`WRITING`] if `T` is announced. `false` if a pop poisoned the cell first (only
+    /// possible where the mark is a CAS); nothing has been written then.
+    #[inline(always)]
+    fn announce(cell: &Slot<T>, tag: usize) -> bool {
+        if !Self::ANNOUNCED {
+            return true;
+        }
+        if tag == FULL && barrier::asymmetric() {
+            // A pop that skips us meanwhile poisons the cell from `WRITING` as from `EMPTY`,
+            // and the store of `FULL` in `publish` lands on its poison: the handshake then
+            // shows us the skip mark, exactly as without the announcement.
+            barrier::plain_store(&cell.state, WRITING);
+            return true;
+        }
+        cell.state
+            .compare_exchange(EMPTY, WRITING, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Writes `item` into the cell of our `ticket`, which [`announce`](Self::announce) marked
+    /// if `T` is announced, and publishes it: a plain value with a plain store where the process-wide barrier is available (then a pop that gave up on us
     /// is seen right after), anything else with a CAS that fails if a pop poisoned the cell.
     #[inline]
     fn publish(
@@ -674,21 +754,24 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         item: T,
         tag: usize,
     ) -> Result<(), T> {
-        // SAFETY: our push ticket is the only one for this cell, so nobody else writes or reads
-        // the value until the state says it is full.
-        unsafe { cell.write(item) };
         if tag == FULL && barrier::asymmetric() {
+            // SAFETY: our push ticket is the only one for this cell, so nobody else writes or
+            // reads the value until the state says it is full.
+            unsafe { cell.write(item) };
             barrier::plain_store(&cell.state, FULL);
             if segment.skipped(ticket) {
                 return Self::reclaim(cell);
             }
             return Ok(());
         }
+        let from = if Self::ANNOUNCED { WRITING } else { EMPTY };
+        // SAFETY: as above: the ticket makes the cell ours until we publish.
+        unsafe { cell.write(item) };
         // SAFETY: `tag` is `FULL` or the handle of the item we just wrote, alive while it is.
         unsafe { cell.track(tag) };
         match cell
             .state
-            .compare_exchange(EMPTY, tag, Ordering::Release, Ordering::Relaxed)
+            .compare_exchange(from, tag, Ordering::Release, Ordering::Relaxed)
         {
             Ok(_) => Ok(()),
             Err(_) => Err(Self::unpublish(cell, tag)),
@@ -770,6 +853,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             let segment = unsafe { &*segment_ptr };
             let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
             if let Some(cell) = segment.cell(ticket) {
+                if !Self::announce(cell, tag) {
+                    return Err(item);
+                }
                 return Self::publish(segment, ticket, cell, item, tag);
             }
         }

@@ -5,10 +5,11 @@
 //!
 //! | state | meaning | who leaves it, and how |
 //! |---|---|---|
-//! | [`EMPTY`] | no value yet | the pusher, `EMPTY → FULL / H` by CAS (the queue's pusher of a plain value with the process-wide barrier: by a plain store); a queue's popper that skips the cell, `EMPTY → TAKEN` by CAS (poison) |
+//! | [`EMPTY`] | no value yet | the pusher, `EMPTY → FULL / H` (or `→ WRITING` first, for a large value) by CAS (the queue's pusher of a plain value with the process-wide barrier: by a plain store); a queue's popper that skips the cell, `EMPTY → TAKEN` by CAS (poison) |
 //! | [`FULL`] | a plain value | its unique popper, by a store or swap of `TAKEN` (or, in the queue, by moving `deq` past it and leaving the state alone); the queue's pusher whose ticket was skipped, `FULL → TAKEN` by CAS, to take the value back |
 //! | `H` (address of a [`RevokeHandle`](crate::revoke::RevokeHandle), a multiple of 8, ≥ 8) | a revocable value whose handle is at `H` | its popper by swap (`→ TAKEN`), or a revoker by CAS (`H → REVOKED`) |
 //! | [`REVOKED`] | revoked: the value is dead, never to be popped | the popper that reaches it, by swap (`→ TAKEN`); it drops the value and moves on |
+//! | [`WRITING`] | a queue's pusher of a large value is writing it | the pusher, `→ FULL / H` by store or CAS; a queue's popper that gives up waiting, `WRITING → TAKEN` by CAS (poison) |
 //! | [`TAKEN`] | consumed (or poisoned before any value came) | never, until a stack recycles the node; except that a queue's plain store of `FULL` can land on a poisoned cell, whose pusher then sees the skip and takes the value back |
 //!
 //! Keeping `H` in the word lets a popper clear the item's handle without knowing that the item
@@ -31,11 +32,15 @@ pub(crate) const FULL: usize = 2;
 /// A tracked value was revoked: the slot still holds it, for the next pop that passes (or the
 /// structure's drop) to drop.
 pub(crate) const REVOKED: usize = 3;
+/// A queue's pusher of a large value holds the cell and is writing the value: a pop waits for
+/// it rather than giving up on it after the short wait meant for a pusher between its ticket
+/// and its write.
+pub(crate) const WRITING: usize = 4;
 
-/// Whether `state` is a tracked value (the address of its handle).
+/// Whether `state` is a tracked value (the address of its handle, a multiple of 8).
 #[inline]
 pub(crate) fn is_tracked(state: usize) -> bool {
-    state > REVOKED
+    state > WRITING
 }
 
 /// The state word of a slot that holds the tracked item whose handle is `handle`: the handle's

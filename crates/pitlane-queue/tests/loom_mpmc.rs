@@ -192,3 +192,31 @@ fn poison_and_link_races_between_three_threads_lose_nothing() {
         assert_eq!(got, [0, 1, 2]);
     });
 }
+
+/// A value above the announcement threshold: its pusher marks the cell `WRITING` first.
+type Large = [usize; 9];
+
+#[test]
+fn an_announced_push_racing_a_pop_is_delivered_exactly_once() {
+    loom::model(|| {
+        let queue = Arc::new(Queue::<Large, 2>::with_segment_size());
+        let pusher = {
+            let queue = queue.clone();
+            // One attempt: it fails only if the pop poisoned its cell, before or during the
+            // write.
+            thread::spawn(move || queue.try_push([7; 9]).is_ok())
+        };
+        let popped = queue.try_pop();
+        let pushed = pusher.join().unwrap();
+        let rest: Vec<Large> = std::iter::from_fn(|| queue.pop()).collect();
+        match (pushed, popped) {
+            (true, Ok(value)) => {
+                assert_eq!(value, [7; 9]);
+                assert!(rest.is_empty());
+            }
+            (true, Err(_)) => assert_eq!(rest, [[7; 9]]),
+            (false, Err(PopError::Transient)) => assert!(rest.is_empty()),
+            other => panic!("impossible outcome {other:?} (then {rest:?})"),
+        }
+    });
+}
