@@ -110,7 +110,13 @@
 //! read-modify-write on a thread-local word, and retiring happens once per segment. So retired
 //! segments go to [crossbeam-epoch](https://docs.rs/crossbeam-epoch), the well-kept collector
 //! the house rules prefer to anything home-made. Revocation needs a retired segment to outlive
-//! three grace periods instead of one; the argument is in the [`revoke`] module.
+//! three grace periods instead of one; the argument is in the [`revoke`] module. When the
+//! last grace period has passed, the segment goes back to a pool of the queue (two segments
+//! at most; any more are freed), from which the next link takes it: reusing a segment costs
+//! resetting its state words, not an allocation with fresh pages to fault in and zero. A queue
+//! therefore holds its live segments, up to two spare ones, and the retired ones whose grace
+//! periods are still running (each retirement flushes the thread's deferred functions to the
+//! collector, so those few move on as soon as the epoch does).
 //! Under `cfg(pitlane_loom)` retired segments are kept on a list and freed when the queue is
 //! dropped, so that loom checks the cell protocol and the segment hand-off without the epoch
 //! machinery, which loom cannot model.
@@ -193,6 +199,10 @@ pub struct Queue<T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     /// Segments retired under loom, freed on drop; linked through `Segment::retired_next`.
     #[cfg(pitlane_loom)]
     retired: AtomicPtr<Segment<T, SEGMENT>>,
+    /// Retired segments waiting to be used again, made on the first retirement; shared with
+    /// the epoch's deferred functions, which may outlive the queue (see [`Pool`]).
+    #[cfg(not(pitlane_loom))]
+    pool: AtomicPtr<Pool<T, SEGMENT>>,
     _owns: PhantomData<T>,
 }
 
@@ -317,34 +327,135 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
         barrier::fast_load(word) & bit != 0
     }
 
-    /// A segment numbered `number` whose first cell already holds the plain value `item`.
-    /// Only plain values travel this way: a tracked item's handle must never name a cell of a
-    /// segment that may be freed without waiting for the epoch (see [`Queue::push_past_full`]).
-    fn with_first(number: usize, item: T) -> *mut Self {
-        let segment = Box::into_raw(Self::new(number));
-        // SAFETY: freshly allocated and not shared yet.
+    /// Makes the empty segment `segment` (not shared yet) one whose first cell already holds
+    /// the plain value `item`. Only plain values travel this way: a tracked item's handle must
+    /// never name a cell of a segment that may be discarded without waiting for the epoch (see
+    /// [`Queue::push_past_full`]).
+    ///
+    /// # Safety
+    /// `segment` is an empty segment that no other thread can reach.
+    unsafe fn put_first(segment: *mut Self, item: T) {
+        // SAFETY: by the caller's contract, the segment is ours alone.
         let first = unsafe { (*segment).cell(0) }.expect("a segment has a cell");
         // SAFETY: nobody else can reach the cell.
         unsafe { first.write(item) };
         first.state.store(FULL, Ordering::Relaxed);
         // SAFETY: as above.
         unsafe { (*segment).enq.store(1, Ordering::Relaxed) };
-        segment
     }
 
-    /// Takes the item back out of a segment made by [`with_first`](Self::with_first) that was
-    /// never shared, and frees the segment.
+    /// Takes the item back out of a segment made by [`put_first`](Self::put_first) that was
+    /// never shared, leaving it empty again.
     ///
     /// # Safety
-    /// `segment` came from `with_first` and no other thread ever saw it (no handle names it:
-    /// it only ever held a plain value).
-    unsafe fn unmake(segment: *mut Self) -> T {
+    /// `segment` got its first value from `put_first` and no other thread ever saw it (no
+    /// handle names it: it only ever held a plain value).
+    unsafe fn take_first(segment: *mut Self) -> T {
         // SAFETY: by the caller's contract we own the whole segment.
-        let segment = unsafe { Box::from_raw(segment) };
+        let segment = unsafe { &*segment };
         let first = segment.cell(0).expect("a segment has a cell");
-        first.state.store(TAKEN, Ordering::Relaxed);
-        // SAFETY: `with_first` wrote the value and nobody took it.
+        first.state.store(EMPTY, Ordering::Relaxed);
+        segment.enq.store(0, Ordering::Relaxed);
+        // SAFETY: `put_first` wrote the value and nobody took it.
         unsafe { first.read() }
+    }
+
+    /// Makes a retired segment, which holds no value and which no thread can reach any more,
+    /// an empty segment numbered `number`: every counter, link, skip bit and cell state as
+    /// [`new`](Self::new) makes them.
+    #[cfg(not(pitlane_loom))]
+    fn reset(&mut self, number: usize) {
+        *self.deq.get_mut() = 0;
+        *self.enq.get_mut() = 0;
+        *self.link.next.get_mut() = ptr::null_mut();
+        self.link.number = number;
+        for word in self.link.skips.iter_mut() {
+            *word.get_mut() = 0;
+        }
+        for cell in &mut self.cells {
+            *cell.state.get_mut() = EMPTY;
+        }
+    }
+}
+
+/// How many retired segments a queue keeps for reuse, at most.
+#[cfg(not(pitlane_loom))]
+const POOL_SEGMENTS: usize = 2;
+
+/// Retired segments of one queue, kept for its next links once the epoch has let every thread
+/// that could still reach them go: a new segment then costs no allocation, no page faults and
+/// no zeroing, and a queue that cycles through segments holds a bounded number of them.
+///
+/// The epoch's deferred functions, which hand segments in, may run after the queue is
+/// dropped, so the pool counts its owners: the queue, and every retired segment on its way.
+/// The last owner to let go frees it with the segments it holds.
+#[cfg(not(pitlane_loom))]
+struct Pool<T, const SEGMENT: usize> {
+    spare: [AtomicPtr<Segment<T, SEGMENT>>; POOL_SEGMENTS],
+    owners: AtomicUsize,
+}
+
+#[cfg(not(pitlane_loom))]
+impl<T, const SEGMENT: usize> Pool<T, SEGMENT> {
+    /// A spare segment, if the pool holds one; the caller owns it alone.
+    #[inline]
+    fn take(&self) -> Option<*mut Segment<T, SEGMENT>> {
+        self.spare.iter().find_map(|spare| {
+            if spare.load(Ordering::Relaxed).is_null() {
+                return None;
+            }
+            let segment = spare.swap(ptr::null_mut(), Ordering::Acquire);
+            (!segment.is_null()).then_some(segment)
+        })
+    }
+
+    /// Keeps `segment` for reuse, or frees it if the pool is full.
+    ///
+    /// # Safety
+    /// `segment` came from `Box::into_raw`, holds no value, and no other thread can reach it.
+    unsafe fn offer(&self, segment: *mut Segment<T, SEGMENT>) {
+        for spare in &self.spare {
+            if spare
+                .compare_exchange(
+                    ptr::null_mut(),
+                    segment,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return;
+            }
+        }
+        // SAFETY: by the caller's contract; a segment without values needs no per-cell drop.
+        drop(unsafe { Box::from_raw(segment) });
+    }
+
+    /// One owner lets go; the last one frees the pool and what it holds.
+    ///
+    /// # Safety
+    /// `pool` came from `Box::into_raw`, and the caller is one of its counted owners, which
+    /// does not use it after this call.
+    unsafe fn release(pool: *mut Self) {
+        // SAFETY: the caller still owns the pool, so it is alive.
+        if unsafe { &*pool }.owners.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // SAFETY: the last owner: no other thread can reach the pool any more, and the
+            // `AcqRel` decrement ordered every other owner's use of it before this.
+            drop(unsafe { Box::from_raw(pool) });
+        }
+    }
+}
+
+#[cfg(not(pitlane_loom))]
+impl<T, const SEGMENT: usize> Drop for Pool<T, SEGMENT> {
+    fn drop(&mut self) {
+        for spare in &mut self.spare {
+            let segment = *spare.get_mut();
+            if !segment.is_null() {
+                // SAFETY: pooled segments hold no value and are owned by the pool alone.
+                drop(unsafe { Box::from_raw(segment) });
+            }
+        }
     }
 }
 
@@ -396,6 +507,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             tail: CachePadded::new(AtomicPtr::new(first)),
             #[cfg(pitlane_loom)]
             retired: AtomicPtr::new(ptr::null_mut()),
+            #[cfg(not(pitlane_loom))]
+            pool: AtomicPtr::new(ptr::null_mut()),
             _owns: PhantomData,
         }
     }
@@ -828,7 +941,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 // a revoker could mark that cell, and a lost link would free the segment under
                 // the revoker and hand back an item the revoker believes it took. So link an
                 // empty segment and take a ticket in it like any push.
-                let fresh = Box::into_raw(Segment::new(segment.link.number + 1));
+                let fresh = self.fresh_segment(segment.link.number + 1);
                 next = match segment.link.next.compare_exchange(
                     ptr::null_mut(),
                     fresh,
@@ -839,7 +952,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                     Err(linked) => {
                         // SAFETY: the CAS failed, so no other thread ever saw `fresh`, and no
                         // handle names one of its cells.
-                        drop(unsafe { Box::from_raw(fresh) });
+                        unsafe { self.discard(fresh) };
                         linked
                     }
                 };
@@ -868,7 +981,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     fn link_with_first(&self, segment_ptr: *mut Segment<T, SEGMENT>, item: T) -> Result<(), T> {
         // SAFETY: `segment_ptr` was read from `tail` while pinned.
         let segment = unsafe { &*segment_ptr };
-        let fresh = Segment::with_first(segment.link.number + 1, item);
+        let fresh = self.fresh_segment(segment.link.number + 1);
+        // SAFETY: a fresh segment is empty and ours alone.
+        unsafe { Segment::put_first(fresh, item) };
         match segment.link.next.compare_exchange(
             ptr::null_mut(),
             fresh,
@@ -893,7 +1008,10 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                     Ordering::Relaxed,
                 );
                 // SAFETY: the CAS failed, so nobody else ever saw `fresh`.
-                Err(unsafe { Segment::unmake(fresh) })
+                let item = unsafe { Segment::take_first(fresh) };
+                // SAFETY: as above, and `take_first` left it empty.
+                unsafe { self.discard(fresh) };
+                Err(item)
             }
         }
     }
@@ -930,10 +1048,78 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// `segment` is reachable from neither `head` nor `tail`, and is retired once.
     #[cfg(not(pitlane_loom))]
     unsafe fn retire(&self, segment: *mut Segment<T, SEGMENT>, guard: &Guard) {
+        let pool = self.pool();
+        // The chain below owns the pool until it hands the segment in.
+        // SAFETY: `pool` is alive: the queue owns it.
+        unsafe { &*pool }.owners.fetch_add(1, Ordering::Relaxed);
         // Three grace periods: one for the threads that may hold the segment, two more for
         // revokers that may hold a stale cell address (see `revoke`).
-        // SAFETY: forwarded from the caller.
-        unsafe { defer_free(SegmentPtr(segment), 3, guard) };
+        // SAFETY: forwarded from the caller; the chain is a counted owner of `pool`.
+        unsafe { defer_recycle(SegmentPtr(segment), PoolPtr(pool), 3, guard) };
+        // Hand this thread's deferred functions (this chain's first step, and later steps of
+        // chains its collections ran) to the global queue now, so that chains move on as soon
+        // as the epoch does instead of waiting for the thread's bag to fill up: 64 functions,
+        // which for segments of large values was hundreds of megabytes.
+        guard.flush();
+    }
+
+    /// The queue's pool, made on first use.
+    #[cfg(not(pitlane_loom))]
+    #[cold]
+    fn pool(&self) -> *mut Pool<T, SEGMENT> {
+        let pool = self.pool.load(Ordering::Acquire);
+        if !pool.is_null() {
+            return pool;
+        }
+        let made = Box::into_raw(Box::new(Pool {
+            spare: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            owners: AtomicUsize::new(1),
+        }));
+        match self
+            .pool
+            .compare_exchange(ptr::null_mut(), made, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => made,
+            Err(installed) => {
+                // SAFETY: `made` was never shared.
+                drop(unsafe { Box::from_raw(made) });
+                installed
+            }
+        }
+    }
+
+    /// An empty segment numbered `number` that no other thread can reach: a pooled one if
+    /// there is one, else a new one.
+    fn fresh_segment(&self, number: usize) -> *mut Segment<T, SEGMENT> {
+        #[cfg(not(pitlane_loom))]
+        {
+            let pool = self.pool.load(Ordering::Acquire);
+            if !pool.is_null() {
+                // SAFETY: a non-null pool is owned by the queue, alive while `self` is.
+                if let Some(segment) = unsafe { &*pool }.take() {
+                    // SAFETY: a pooled segment is ours alone once taken.
+                    unsafe { (*segment).reset(number) };
+                    return segment;
+                }
+            }
+        }
+        Box::into_raw(Segment::new(number))
+    }
+
+    /// Gives back a segment from [`fresh_segment`](Self::fresh_segment) that was never
+    /// shared.
+    ///
+    /// # Safety
+    /// No other thread ever saw `segment`, and it holds no value.
+    unsafe fn discard(&self, segment: *mut Segment<T, SEGMENT>) {
+        #[cfg(not(pitlane_loom))]
+        // SAFETY: by the caller's contract; the pool is alive while the queue is.
+        unsafe {
+            (*self.pool()).offer(segment)
+        };
+        #[cfg(pitlane_loom)]
+        // SAFETY: by the caller's contract.
+        drop(unsafe { Box::from_raw(segment) });
     }
 
     /// Under loom: keep the unlinked segment until the queue is dropped.
@@ -1043,28 +1229,44 @@ impl fmt::Debug for Session {
 #[cfg(not(pitlane_loom))]
 struct SegmentPtr<T, const SEGMENT: usize>(*mut Segment<T, SEGMENT>);
 
-/// Frees `segment` after `rounds` grace periods, each deferred from the previous one.
+/// A pool address that a deferred function may carry to another thread.
+#[cfg(not(pitlane_loom))]
+struct PoolPtr<T, const SEGMENT: usize>(*mut Pool<T, SEGMENT>);
+
+/// Hands `segment` to `pool` after `rounds` grace periods, each deferred from the previous one,
+/// and lets go of the pool.
+///
+/// The caller flushes its thread's deferred functions afterwards (see [`Queue::retire`]).
+/// The later steps do not: they run inside some thread's collection, and a flush there would
+/// collect again, nesting collections as deep as the backlog (a stack overflow under load);
+/// they wait in that thread's bag until its next retirement flushes it.
 ///
 /// # Safety
 /// `segment` is unlinked, retired once, and every cell's value has been moved out (the
-/// segment holds no `T`), so freeing it on any thread is sound.
+/// segment holds no `T`), so recycling or freeing it on any thread is sound; the chain is a
+/// counted owner of `pool`.
 #[cfg(not(pitlane_loom))]
-unsafe fn defer_free<T, const SEGMENT: usize>(
+unsafe fn defer_recycle<T, const SEGMENT: usize>(
     segment: SegmentPtr<T, SEGMENT>,
+    pool: PoolPtr<T, SEGMENT>,
     rounds: u32,
     guard: &Guard,
 ) {
     let run = move || {
         if rounds > 1 {
-            // SAFETY: same segment, same contract, one round fewer.
-            unsafe { defer_free(segment, rounds - 1, &pin()) };
+            // SAFETY: same segment, same pool, same contract, one round fewer.
+            unsafe { defer_recycle(segment, pool, rounds - 1, &pin()) };
         } else {
-            // SAFETY: the last grace period has passed; no thread can reach the segment.
-            drop(unsafe { Box::from_raw(segment.0) });
+            // SAFETY: the last grace period has passed: no thread can reach the segment; the
+            // chain owns the pool until `release`.
+            unsafe {
+                (*pool.0).offer(segment.0);
+                Pool::release(pool.0);
+            }
         }
     };
-    // SAFETY: the function only frees memory that holds no `T` (every cell was taken,
-    // poisoned or revoked before the head moved past it), which any thread may do.
+    // SAFETY: the function only recycles or frees memory that holds no `T` (every cell was
+    // taken, poisoned or revoked before the head moved past it), which any thread may do.
     unsafe { guard.defer_unchecked(run) };
 }
 
@@ -1082,6 +1284,14 @@ impl<T, const SEGMENT: usize> Drop for Queue<T, SEGMENT> {
                 segment.cells[ticket].drop_in_place();
             }
             segment_ptr = segment.link.next.load(Ordering::Relaxed);
+        }
+        #[cfg(not(pitlane_loom))]
+        {
+            let pool = *self.pool.get_mut();
+            if !pool.is_null() {
+                // SAFETY: the queue is one of the pool's owners and lets go of it here.
+                unsafe { Pool::release(pool) };
+            }
         }
         #[cfg(pitlane_loom)]
         {
