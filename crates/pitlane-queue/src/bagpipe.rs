@@ -258,7 +258,7 @@ impl<B: WeakBag> Bagpipe<B> {
         let salt = if cfg!(pitlane_loom) {
             0
         } else {
-            splitmix64(self as *const Self as u64)
+            splitmix64(core::ptr::from_ref(self).addr() as u64)
         };
         Handle {
             bagpipe: self,

@@ -21,7 +21,7 @@
 //! # The protocol
 //!
 //! Nodes live in chunks that are allocated as the stack grows and freed only when it is
-//! dropped; a node is named by a 32-bit index. The top of the stack and the list of free nodes
+//! dropped; a node is named by a 21-bit index, so a stack holds at most [`MAX_ITEMS`] items. The top of the stack and the list of free nodes
 //! are each a [`TaggedIndex`]: an index and a generation that every successful exchange
 //! advances.
 //!
@@ -57,8 +57,10 @@
 //! against carries `A`'s generation at the time it read it, and the top's generation has moved
 //! on, so its CAS fails. Nodes are never freed while the stack lives, so a stale read of a
 //! node's `next` reads a valid (if meaningless) index and never touches freed memory; the
-//! generation check then discards it. A 32-bit generation repeats after 2^32 exchanges on the
-//! same word; a thread would have to stall across exactly a multiple of that many.
+//! generation check then discards it. The 43-bit generation repeats after 2^43 exchanges on
+//! the same word, 2.4 hours even at 10^9 exchanges a second; a stale CAS succeeds only for a
+//! thread stalled across exactly a multiple of that many, which then finds the very node it
+//! read back on top.
 //!
 //! # When the try operations fail
 //!
@@ -88,25 +90,42 @@ use crate::revoke::{self, Revocable, RevocableBag};
 use crate::slot::{self, FULL, REVOKED, Slot, TAKEN};
 use crate::weak_bag::{PopError, RetryPause, WeakBag};
 
+/// Bits of a node index in the top and free-list words; the other 43 are the generation, which
+/// then wraps after 2^43 exchanges (2.4 hours even at 10^9 exchanges a second; see
+/// [`pitlane_sync::tagged`]).
+const INDEX_BITS: u32 = 21;
+/// The top and free-list words.
+type TopWord = TaggedIndex<INDEX_BITS>;
+/// The index that names no node.
+const NIL: u32 = Tagged::<INDEX_BITS>::NIL;
 /// Nodes in the first chunk; chunk `k` holds `FIRST_CHUNK << k`.
 const FIRST_CHUNK: usize = if cfg!(pitlane_loom) { 2 } else { 64 };
-/// Enough chunks to hold every index below [`Tagged::NIL`].
-const CHUNKS: usize = 33 - FIRST_CHUNK.trailing_zeros() as usize;
-/// The most nodes a stack can have: every `u32` but [`Tagged::NIL`].
-const MAX_NODES: usize = Tagged::NIL as usize;
+/// Enough chunks to hold every index below [`NIL`].
+const CHUNKS: usize = INDEX_BITS as usize + 1 - FIRST_CHUNK.trailing_zeros() as usize;
+/// The most nodes a stack can have: every index but [`NIL`].
+const MAX_NODES: usize = NIL as usize;
 /// Nodes a [`Handle`] moves between its stash and the shared free list at once.
 const STASH_BATCH: usize = if cfg!(pitlane_loom) { 2 } else { 32 };
 
-/// An unbounded lock-free LIFO stack of `T`.
+/// The most items a [`Stack`] holds: `2^21 - 1`, the node indices its 21-bit index field can
+/// name (the other 43 bits of the word are the ABA generation). Free nodes kept in the stashes
+/// of live [`Handle`]s (at most 64 each) count against it too.
+///
+/// ```
+/// assert_eq!(pitlane_queue::stack::MAX_ITEMS, 2_097_151);
+/// ```
+pub const MAX_ITEMS: usize = MAX_NODES;
+
+/// A lock-free LIFO stack of `T`, holding up to [`MAX_ITEMS`] items.
 ///
 /// See the [module documentation](self) for the algorithm and its guarantees.
 pub struct Stack<T> {
     /// The top node and its generation, and the node count, on one cache line.
     top: CachePadded<Top>,
     /// The free list: a Treiber stack of *batches* of free nodes, and its generation. A batch
-    /// is a chain of nodes linked through `Node::next` and ended by [`Tagged::NIL`]; batches
+    /// is a chain of nodes linked through `Node::next` and ended by [`NIL`]; batches
     /// are linked through the `Node::next_batch` of their first node.
-    free: CachePadded<TaggedIndex>,
+    free: CachePadded<TopWord>,
     /// How many node indices have ever been handed out; the next never-used index.
     fresh: CachePadded<AtomicUsize>,
     /// Chunk `k` holds nodes `FIRST_CHUNK * (2^k - 1) ..` and is installed once, by CAS from
@@ -125,8 +144,8 @@ unsafe impl<T: Send> Sync for Stack<T> {}
 
 /// The word every push and pop exchanges, and the count of operations made without a handle.
 struct Top {
-    /// The top node and its generation; [`Tagged::NIL`] when the stack is empty.
-    word: TaggedIndex,
+    /// The top node and its generation; [`NIL`] when the stack is empty.
+    word: TopWord,
     /// Successful pushes minus successful pops made without a [`Handle`] of this stack,
     /// wrapping. Each such operation counts itself just after its exchange of `word`, on the
     /// line that exchange has just taken exclusively, so the count costs no cache miss of its
@@ -161,7 +180,7 @@ impl Tally {
 /// One element of the stack or of the free list.
 struct Node<T> {
     /// The node below this one on the stack, or the next node of its free batch;
-    /// [`Tagged::NIL`] for none.
+    /// [`NIL`] for none.
     next: AtomicU32,
     /// At the head of a free batch: the head of the next batch. Unused elsewhere.
     next_batch: AtomicU32,
@@ -172,11 +191,22 @@ struct Node<T> {
 impl<T> Node<T> {
     fn new() -> Self {
         Self {
-            next: AtomicU32::new(Tagged::NIL),
-            next_batch: AtomicU32::new(Tagged::NIL),
+            next: AtomicU32::new(NIL),
+            next_batch: AtomicU32::new(NIL),
             slot: Slot::new(),
         }
     }
+}
+
+/// A push that must succeed found every node in use.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn exhausted<T>(item: T) -> ! {
+    drop(item);
+    panic!(
+        "pitlane_queue::stack::Stack holds at most {MAX_ITEMS} items (and free nodes of handles)"
+    );
 }
 
 /// The chunk holding node `index`, and the node's offset in it.
@@ -199,10 +229,10 @@ impl<T> Stack<T> {
     pub fn new() -> Self {
         Self {
             top: CachePadded::new(Top {
-                word: TaggedIndex::new(Tagged::NIL),
+                word: TopWord::new(NIL),
                 nodes: AtomicUsize::new(0),
             }),
-            free: CachePadded::new(TaggedIndex::new(Tagged::NIL)),
+            free: CachePadded::new(TopWord::new(NIL)),
             fresh: CachePadded::new(AtomicUsize::new(0)),
             chunks: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             tallies: AtomicPtr::new(ptr::null_mut()),
@@ -211,10 +241,7 @@ impl<T> Stack<T> {
     }
 
     /// One attempt to push `item`: `Err(item)` if the top changed between reading it and the
-    /// CAS (another push or pop won the race).
-    ///
-    /// # Panics
-    /// If the stack would need more than 2^32 − 1 nodes at once.
+    /// CAS (another push or pop won the race), or if the stack already holds [`MAX_ITEMS`].
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;
@@ -230,7 +257,8 @@ impl<T> Stack<T> {
     /// Pushes `item`, retrying lost races with the same node.
     ///
     /// # Panics
-    /// If the stack would need more than 2^32 − 1 nodes at once.
+    /// If the stack already holds [`MAX_ITEMS`] (as `Vec::push` panics past its capacity);
+    /// [`try_push`](Self::try_push) hands the item back instead.
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;
@@ -411,41 +439,52 @@ impl<T> Stack<T> {
     /// A node for a push by a thread without a stash: the first node of a free batch (the rest
     /// of the batch goes back), or a never-used one.
     #[inline]
-    fn allocate(&self) -> u32 {
+    fn allocate(&self) -> Option<u32> {
         match self.take_batch() {
             Some(first) => {
                 let rest = self.node(first).next.load(Ordering::Relaxed);
-                if rest != Tagged::NIL {
+                if rest != NIL {
                     self.give_batch(rest);
                 }
-                first
+                Some(first)
             }
-            None => self.allocate_fresh(1),
+            None => self.allocate_fresh(1).map(|(first, _)| first),
         }
     }
 
-    /// Hands out `count` never-used indices, from the returned one on, installing their
-    /// chunks if needed.
+    /// Hands out up to `count` never-used indices: the first and how many, installing their
+    /// chunks if needed. `None` once all [`MAX_NODES`] have been handed out.
     #[cold]
-    fn allocate_fresh(&self, count: usize) -> u32 {
-        let first = self.fresh.fetch_add(count, Ordering::Relaxed);
-        assert!(
-            first.checked_add(count).is_some_and(|end| end <= MAX_NODES),
-            "pitlane_queue::stack::Stack holds at most 2^32 - 1 nodes"
-        );
-        for index in first..first + count {
+    fn allocate_fresh(&self, count: usize) -> Option<(u32, usize)> {
+        let mut first = self.fresh.load(Ordering::Relaxed);
+        let granted = loop {
+            let granted = count.min(MAX_NODES.saturating_sub(first));
+            if granted == 0 {
+                return None;
+            }
+            match self.fresh.compare_exchange_weak(
+                first,
+                first + granted,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break granted,
+                Err(now) => first = now,
+            }
+        };
+        for index in first..first + granted {
             let (chunk, _) = locate(index as u32);
             if self.chunks[chunk].load(Ordering::Acquire).is_null() {
                 self.install_chunk(chunk);
             }
         }
-        first as u32
+        Some((first as u32, granted))
     }
 
     #[cold]
     fn install_chunk(&self, chunk: usize) {
         let nodes: Box<[Node<T>]> = (0..FIRST_CHUNK << chunk).map(|_| Node::new()).collect();
-        let base = Box::into_raw(nodes) as *mut Node<T>;
+        let base = Box::into_raw(nodes).cast::<Node<T>>();
         if self.chunks[chunk]
             .compare_exchange(ptr::null_mut(), base, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
@@ -463,7 +502,7 @@ impl<T> Stack<T> {
     /// batch of one.
     #[inline]
     fn recycle(&self, index: u32) {
-        self.node(index).next.store(Tagged::NIL, Ordering::Relaxed);
+        self.node(index).next.store(NIL, Ordering::Relaxed);
         self.give_batch(index);
     }
 
@@ -533,7 +572,7 @@ impl<T> Stack<T> {
 
     /// A node for a push: from `stash` if it belongs to this stack, else shared.
     #[inline]
-    fn allocate_in(&self, stash: Option<&Handle<'_, T>>) -> u32 {
+    fn allocate_in(&self, stash: Option<&Handle<'_, T>>) -> Option<u32> {
         match stash {
             Some(stash) if ptr::eq(stash.stack, self) => stash.take(),
             _ => self.allocate(),
@@ -552,8 +591,16 @@ impl<T> Stack<T> {
     /// A node for `item`, published with state `tag` (`FULL`, or its handle's address), not
     /// yet linked.
     #[inline]
-    fn prepare(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) -> (u32, &Node<T>) {
-        let index = self.allocate_in(stash);
+    /// `Err(item)` if the stack has no node left ([`MAX_NODES`] are in use).
+    fn prepare(
+        &self,
+        item: T,
+        tag: usize,
+        stash: Option<&Handle<'_, T>>,
+    ) -> Result<(u32, &Node<T>), T> {
+        let Some(index) = self.allocate_in(stash) else {
+            return Err(item);
+        };
         let node = self.node(index);
         // SAFETY: the node came off the free list (or was never used): nobody else owns it, and
         // its value was moved out before it was recycled.
@@ -561,11 +608,11 @@ impl<T> Stack<T> {
         // SAFETY: `tag` is `FULL` or the handle of the item just written, alive while it is.
         unsafe { node.slot.track(tag) };
         node.slot.state.store(tag, Ordering::Relaxed);
-        (index, node)
+        Ok((index, node))
     }
 
     fn try_push_tagged(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) -> Result<(), T> {
-        let (index, node) = self.prepare(item, tag, stash);
+        let (index, node) = self.prepare(item, tag, stash)?;
         // Relaxed: the push reads nothing through the top it found, it only links to it.
         let top = self.top.word.load(Ordering::Relaxed);
         node.next.store(top.index(), Ordering::Relaxed);
@@ -616,7 +663,10 @@ impl<T> Stack<T> {
     }
 
     fn push_tagged(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) {
-        let (index, node) = self.prepare(item, tag, stash);
+        let (index, node) = match self.prepare(item, tag, stash) {
+            Ok(prepared) => prepared,
+            Err(item) => exhausted(item),
+        };
         // Relaxed (here and on failure): the push only links to the top it found.
         let mut top = self.top.word.load(Ordering::Relaxed);
         let pause = RetryPause::new();
@@ -701,31 +751,31 @@ impl<T> Handle<'_, T> {
     /// A free node from the stash, refilled from the shared list (or with never-used nodes)
     /// when it is empty.
     #[inline]
-    fn take(&self) -> u32 {
+    fn take(&self) -> Option<u32> {
         if let Some(index) = self.stash.borrow_mut().pop() {
-            return index;
+            return Some(index);
         }
         self.refill()
     }
 
     #[cold]
-    fn refill(&self) -> u32 {
+    fn refill(&self) -> Option<u32> {
         let mut stash = self.stash.borrow_mut();
         match self.stack.take_batch() {
             Some(first) => {
                 // The batch is ours: walk it into the stash.
                 let mut at = first;
-                while at != Tagged::NIL {
+                while at != NIL {
                     stash.push(at);
                     at = self.stack.node(at).next.load(Ordering::Relaxed);
                 }
             }
             None => {
-                let first = self.stack.allocate_fresh(STASH_BATCH);
-                stash.extend((first..).take(STASH_BATCH));
+                let (first, granted) = self.stack.allocate_fresh(STASH_BATCH)?;
+                stash.extend((first..).take(granted));
             }
         }
-        stash.pop().expect("a refill brings at least one node")
+        stash.pop()
     }
 
     /// Keeps a free node in the stash, spilling a batch to the shared list when it is full.
@@ -752,7 +802,7 @@ impl<T> Stack<T> {
             self.node(pair[0]).next.store(pair[1], Ordering::Relaxed);
         }
         let last = nodes[nodes.len() - 1];
-        self.node(last).next.store(Tagged::NIL, Ordering::Relaxed);
+        self.node(last).next.store(NIL, Ordering::Relaxed);
         self.give_batch(first);
     }
 }
@@ -881,6 +931,34 @@ impl<T: Revocable> RevocableBag for Stack<T> {
 #[cfg(all(test, not(pitlane_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_top_word_generation_wraps_only_after_hours_at_a_billion_exchanges_a_second() {
+        let seconds = Tagged::<INDEX_BITS>::GENERATIONS / 1_000_000_000;
+        assert!(seconds >= 2 * 3600, "a wrap in {seconds} s");
+    }
+
+    #[test]
+    fn a_full_stack_hands_the_item_back_and_push_panics_with_the_limit() {
+        let stack = Stack::new();
+        for i in 0..MAX_ITEMS {
+            assert!(stack.try_push(i as u32).is_ok());
+        }
+        assert_eq!(stack.try_push(7), Err(7));
+        // A handle finds no node either, shared or fresh.
+        assert_eq!(stack.handle().try_push(8), Err(8));
+        let full = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stack.push(9)));
+        let message = full.expect_err("push into a full stack panics");
+        let message = message
+            .downcast_ref::<String>()
+            .expect("a formatted message");
+        assert!(message.contains("2097151 items"), "{message}");
+        // One pop frees one node, which the next push takes.
+        assert_eq!(stack.pop(), Some(MAX_ITEMS as u32 - 1));
+        stack.push(10);
+        assert_eq!(stack.pop(), Some(10));
+        assert_eq!(stack.size_guess(), MAX_ITEMS - 1);
+    }
 
     /// How many tallies the stack's list holds.
     fn tallies<T>(stack: &Stack<T>) -> usize {

@@ -8,8 +8,8 @@
 //!   test-and-set ([`spin::RawTas`]), test-and-test-and-set ([`spin::RawTtas`]) and test-and-set
 //!   with bounded exponential backoff ([`spin::RawTasBackoff`]) — as [`lock_api::RawMutex`]
 //!   implementations.
-//! - [`tagged`]: [`TaggedIndex`], a 32-bit index and a 32-bit generation packed in one
-//!   `AtomicU64`, the word an ABA-safe freelist compares and swaps.
+//! - [`tagged`]: [`TaggedIndex`], an index and a generation packed in one `AtomicU64` (20 and
+//!   44 bits unless the type says otherwise), the word an ABA-safe freelist compares and swaps.
 //! - [`stress`]: POSIX threads for stress tests, so that ThreadSanitizer sees how a test
 //!   hands data to its threads and back.
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -190,7 +190,7 @@ fn tagged_index_freelist_hands_out_each_entry_once() {
         }
         let list = Arc::new(List {
             head: TaggedIndex::new(0),
-            next: [AtomicU32::new(1), AtomicU32::new(Tagged::NIL)],
+            next: [AtomicU32::new(1), AtomicU32::new(<Tagged>::NIL)],
             held: [AtomicU32::new(0), AtomicU32::new(0)],
         });
         let take_and_return = |list: Arc<List>| {

@@ -28,7 +28,7 @@ use crate::harness::{Bench, BenchError, Better, Case, Metric, Subject, params};
 pub const OBJECTS: u32 = 4096;
 /// Bytes per object.
 pub const OBJECT_SIZE: usize = 64;
-const NIL: u32 = Tagged::NIL;
+const NIL: u32 = <Tagged>::NIL;
 
 /// The suite.
 pub struct Locks;
