@@ -16,10 +16,12 @@ pub mod spsc;
 
 pub mod bagpipe;
 mod barrier;
+mod error;
 pub mod mpmc;
 pub mod revoke;
 mod slot;
 pub mod stack;
 pub mod weak_bag;
 
-pub use weak_bag::{PopError, WeakBag};
+pub use error::{PopError, PushError};
+pub use weak_bag::WeakBag;

@@ -24,7 +24,8 @@
 //! while received.len() < 2 {
 //!     match consumer.try_pop() {
 //!         Ok(word) => received.push(word),
-//!         Err(PopError::Empty) => std::thread::yield_now(),
+//!         // The only failure of this queue: nothing to pop yet.
+//!         Err(PopError::Empty | PopError::Transient) => std::thread::yield_now(),
 //!     }
 //! }
 //! worker.join().unwrap();
@@ -113,6 +114,7 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
+pub use crate::error::{PopError, PushError};
 use pitlane_sync::shim::atomic::{AtomicBool, AtomicU8, Ordering};
 use pitlane_sync::shim::cell::UnsafeCell;
 use pitlane_sync::shim::hint::spin_loop;
@@ -356,57 +358,6 @@ impl fmt::Display for ChannelError {
 }
 
 impl std::error::Error for ChannelError {}
-
-/// [`Producer::try_push`] found the queue full; the value comes back.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum PushError<T> {
-    /// The queue holds `capacity` values.
-    Full(T),
-}
-
-impl<T> PushError<T> {
-    /// The value that was not pushed.
-    ///
-    /// ```
-    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(1);
-    /// producer.try_push("first").unwrap();
-    /// assert_eq!(producer.try_push("second").unwrap_err().into_inner(), "second");
-    /// ```
-    pub fn into_inner(self) -> T {
-        match self {
-            Self::Full(value) => value,
-        }
-    }
-}
-
-impl<T> fmt::Debug for PushError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Full(..)")
-    }
-}
-
-impl<T> fmt::Display for PushError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the queue is full")
-    }
-}
-
-impl<T> std::error::Error for PushError<T> {}
-
-/// [`Consumer::try_pop`] or [`Consumer::peek`] found the queue empty.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PopError {
-    /// No value has been pushed that has not been popped.
-    Empty,
-}
-
-impl fmt::Display for PopError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the queue is empty")
-    }
-}
-
-impl std::error::Error for PopError {}
 
 /// One place in the ring.
 struct Slot<T> {

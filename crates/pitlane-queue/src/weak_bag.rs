@@ -12,31 +12,7 @@
 //! order). Each implementation documents precisely which lost races give
 //! [`PopError::Transient`] or an `Err` from [`try_push`](WeakBag::try_push).
 
-use core::fmt;
-
-/// Why [`WeakBag::try_pop`] returned no item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PopError {
-    /// The bag held no item at the moment the attempt looked (for a
-    /// [`Bagpipe`](crate::bagpipe::Bagpipe): every pipe held none when it was looked at). Retrying
-    /// at once is pointless; the bag only fills again when someone pushes.
-    Empty,
-    /// The attempt lost a race with another thread — a failed compare-and-swap, or a cell
-    /// reached before the value meant for it — and had no effect. The bag may well hold items;
-    /// retrying, here or on another bag, will eventually succeed or see [`PopError::Empty`].
-    Transient,
-}
-
-impl fmt::Display for PopError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PopError::Empty => "the bag is empty",
-            PopError::Transient => "lost a race with another thread; retry",
-        })
-    }
-}
-
-impl std::error::Error for PopError {}
+pub use crate::error::PopError;
 
 /// A concurrent bag whose single attempts may fail transiently.
 ///

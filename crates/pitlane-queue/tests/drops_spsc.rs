@@ -132,8 +132,8 @@ fn leftovers_after_wrapping_with_claims_outstanding() {
                         let value = refused.take().unwrap_or_else(|| ledger.value(next));
                         match producer.try_push(value) {
                             Ok(()) => next += 1,
-                            Err(PushError::Full(back)) => {
-                                refused = Some(back);
+                            Err(full) => {
+                                refused = Some(full.into_inner());
                                 break;
                             }
                         }
@@ -222,12 +222,12 @@ fn concurrent_ends_drop_each_value_once() {
                     loop {
                         match producer.try_push(value) {
                             Ok(()) => break,
-                            Err(PushError::Full(back)) if !producer.is_abandoned() => {
-                                value = back;
+                            Err(full) if !producer.is_abandoned() => {
+                                value = full.into_inner();
                                 std::hint::spin_loop();
                             }
                             // Nobody will pop it: drop it here.
-                            Err(PushError::Full(_)) => break,
+                            Err(_) => break,
                         }
                     }
                 }

@@ -6,7 +6,7 @@
 
 use pitlane_lincheck::specs::{BoundedQueueSpec, ContainerOp, ContainerRet};
 use pitlane_lincheck::{OpSlot, Runner, Shape, Subject};
-use pitlane_queue::spsc::{Builder, Consumer, Producer, PushError};
+use pitlane_queue::spsc::{Builder, Consumer, Producer};
 
 /// What a thread holds: thread 0 the producer, thread 1 the consumer.
 enum End {
@@ -49,7 +49,10 @@ impl Subject for Spsc {
             (End::Producer(producer), ContainerOp::Push(value)) => {
                 match producer.try_push(*value) {
                     Ok(()) => ContainerRet::Pushed,
-                    Err(PushError::Full(_)) => ContainerRet::Full,
+                    Err(error) => {
+                        assert!(error.is_full(), "the SPSC queue is never transient");
+                        ContainerRet::Full
+                    }
                 }
             }
             (End::Consumer(consumer), ContainerOp::Pop) => consumer.try_pop().ok().into(),

@@ -102,14 +102,17 @@ proptest! {
                         prop_assert_eq!(back, value);
                         prop_assert_eq!(model.len(), capacity, "full before capacity");
                     }
+                    Err(PushError::Transient(_)) => prop_assert!(false, "a transient spsc push"),
                 },
                 Op::Pop => match consumer.try_pop() {
                     Ok(value) => prop_assert_eq!(Some(value), model.pop_front()),
                     Err(PopError::Empty) => prop_assert!(model.is_empty()),
+                    Err(PopError::Transient) => prop_assert!(false, "a transient spsc pop"),
                 },
                 Op::Peek => match consumer.peek() {
                     Ok(value) => prop_assert_eq!(Some(value), model.front()),
                     Err(PopError::Empty) => prop_assert!(model.is_empty()),
+                    Err(PopError::Transient) => prop_assert!(false, "a transient spsc peek"),
                 },
                 Op::PushIter(count) => {
                     let values: Vec<u32> = (0..u32::from(count)).collect();
