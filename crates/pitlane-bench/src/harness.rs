@@ -8,7 +8,17 @@
 //! 2. `reps` rounds, every subject once per round, the order rotated each round
 //!    (A B C, B C A, C A B, …) so that no subject always runs first or last while the
 //!    machine drifts between its fast and slow states;
-//! 3. per subject and metric, the median, min and max over the rounds become a [`Record`].
+//! 3. per subject and metric, the median, min and max over the rounds become a [`Record`];
+//! 4. per pair of ours and a peer, the ratio of each round (ours ÷ peer of the same round)
+//!    becomes a [`Ratio`]: the median of those per-round ratios, their min and max, and how many
+//!    rounds ours won. A machine that drifts between rounds moves both sides of a round
+//!    together, so the paired ratio cancels the drift where a ratio of two medians would not.
+//!
+//! A suite declares [`Goal`]s (ours against a peer, with a target ratio); [`Bench::finish`]
+//! judges each: met when the median ratio meets the target and at least two thirds of the
+//! rounds met it, unsure when only the median does, missed otherwise. Around each case the
+//! harness reads the kernel's CPU counters ([`crate::busy`]) to say how busy the machine was
+//! with other work while it ran.
 //!
 //! A subject's run returns one value per metric, or an error when the run produced a wrong
 //! answer (a value lost, duplicated or out of order); an error aborts the whole benchmark, so a
@@ -25,8 +35,9 @@
 //!     .subject(Subject::peer("std", || Ok(vec![2.0])));
 //! bench.measure(case).unwrap();
 //! let report = bench.finish();
-//! assert_eq!(report.ratios[0].ratio, 0.5);
-//! assert!(report.ratios[0].ours_better);
+//! let ratio = &report.ratios[0];
+//! assert_eq!((ratio.ratio, ratio.rounds, ratio.rounds_won), (0.5, 5, 5));
+//! assert!(ratio.ours_better);
 //! ```
 
 use std::fmt;
@@ -35,6 +46,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::busy::{Busy, CpuSample};
 use crate::env::{Machine, MachineState};
 
 /// Which direction of a metric is good.
@@ -60,6 +72,22 @@ impl Better {
         match self {
             Better::Lower => ratio < 1.0,
             Better::Higher => ratio > 1.0,
+        }
+    }
+
+    /// Whether `value` reaches `target`: at most it for lower-is-better, at least it for
+    /// higher-is-better.
+    ///
+    /// ```
+    /// use pitlane_bench::harness::Better;
+    ///
+    /// assert!(Better::Lower.meets(0.74, 0.8));
+    /// assert!(!Better::Higher.meets(1.1, 1.2));
+    /// ```
+    pub fn meets(self, value: f64, target: f64) -> bool {
+        match self {
+            Better::Lower => value <= target,
+            Better::Higher => value >= target,
         }
     }
 }
@@ -197,6 +225,8 @@ pub struct RunConfig {
     /// `--subjects`: when set, only subjects whose name contains one of these strings
     /// (ignoring case) are measured; the others are left out of the report.
     pub subjects: Option<Vec<String>>,
+    /// `--rounds`: measured rounds per case, instead of the default of [`reps`](Self::reps).
+    pub rounds: Option<usize>,
 }
 
 impl RunConfig {
@@ -206,6 +236,7 @@ impl RunConfig {
             quick: false,
             threads: None,
             subjects: None,
+            rounds: None,
         }
     }
 
@@ -215,12 +246,21 @@ impl RunConfig {
             quick: true,
             threads: None,
             subjects: None,
+            rounds: None,
         }
     }
 
-    /// Measured repetitions per case (after the warm-up): 3 quick, 7 full.
+    /// Measured rounds per case (after the warm-up): `--rounds` if given, else 5 quick and 7
+    /// full.
+    ///
+    /// ```
+    /// use pitlane_bench::harness::RunConfig;
+    ///
+    /// assert_eq!(RunConfig::quick().reps(), 5);
+    /// assert_eq!(RunConfig { rounds: Some(9), ..RunConfig::quick() }.reps(), 9);
+    /// ```
     pub fn reps(&self) -> usize {
-        if self.quick { 3 } else { 7 }
+        self.rounds.unwrap_or(if self.quick { 5 } else { 7 })
     }
 
     /// The thread counts to sweep: `--threads` if given, else the suite's default.
@@ -244,9 +284,10 @@ impl RunConfig {
         }
     }
 
-    /// A run duration: `full_ms` milliseconds, a fifth of that when quick.
+    /// A run duration: `full_ms` milliseconds, an eighth of that when quick (a quick run has
+    /// 5 rounds, and all suites must still finish within 3 minutes on 2 cores).
     pub fn duration(&self, full_ms: u64) -> Duration {
-        Duration::from_millis(if self.quick { full_ms / 5 } else { full_ms })
+        Duration::from_millis(if self.quick { full_ms / 8 } else { full_ms })
     }
 }
 
@@ -298,9 +339,13 @@ pub struct Record {
     pub max: f64,
     /// Number of repetitions.
     pub samples: usize,
+    /// The value of each measured round, in round order (not in `results.json`): what paired
+    /// ratios are computed from.
+    pub rounds: Vec<f64>,
 }
 
-/// Ours divided by a peer's median, for one suite, workload, params and metric.
+/// Ours against a peer for one suite, workload, params and metric, paired by round: in each
+/// round, ours ÷ peer of that round; the ratio is the median of those per-round ratios.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ratio {
     /// Suite name.
@@ -315,10 +360,246 @@ pub struct Ratio {
     pub ours: String,
     /// The peer.
     pub peer: String,
-    /// `ours.median / peer.median`.
+    /// The median over rounds of ours ÷ peer in that round.
     pub ratio: f64,
+    /// The smallest per-round ratio.
+    pub ratio_min: f64,
+    /// The largest per-round ratio.
+    pub ratio_max: f64,
+    /// Rounds with a ratio (a round whose peer value is zero has none).
+    pub rounds: usize,
+    /// Rounds in which ours was better in the metric's direction.
+    pub rounds_won: usize,
     /// The ratio read in the metric's direction.
     pub ours_better: bool,
+}
+
+/// Per-round ratios of two subjects' round values, summarised.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Paired {
+    /// Median of the per-round ratios.
+    pub median: f64,
+    /// Smallest per-round ratio.
+    pub min: f64,
+    /// Largest per-round ratio.
+    pub max: f64,
+    /// Rounds with a ratio.
+    pub rounds: usize,
+    /// Rounds whose ratio meets `target` in the metric's direction (see [`Better::meets`]).
+    pub won: usize,
+}
+
+/// Pairs `ours[i]` with `peer[i]` (the same round) and summarises the ratios; a round whose
+/// peer value is zero, or where either value is not finite, is left out. A round is won when
+/// `won` holds for its ratio. `None` without rounds.
+///
+/// ```
+/// use pitlane_bench::harness::{Better, paired};
+///
+/// // ns per item, lower is better: ours was faster in two rounds of three.
+/// let p = paired(&[2.0, 3.0, 9.0], &[4.0, 4.0, 6.0], |r| Better::Lower.ours_better(r)).unwrap();
+/// assert_eq!((p.median, p.min, p.max, p.rounds, p.won), (0.75, 0.5, 1.5, 3, 2));
+/// ```
+pub fn paired(ours: &[f64], peer: &[f64], won: impl Fn(f64) -> bool) -> Option<Paired> {
+    let per_round: Vec<f64> = ours
+        .iter()
+        .zip(peer)
+        .filter(|(o, p)| o.is_finite() && p.is_finite() && **p != 0.0)
+        .map(|(o, p)| o / p)
+        .collect();
+    let (median, min, max) = summarize(&per_round)?;
+    let won = per_round.iter().filter(|&&r| won(r)).count();
+    Some(Paired {
+        median,
+        min,
+        max,
+        rounds: per_round.len(),
+        won,
+    })
+}
+
+/// A goal a suite declares: ours against a peer (or against a fixed figure) on one workload,
+/// with the ratio (or figure) to reach.
+///
+/// ```
+/// use pitlane_bench::harness::{Better, Goal, Metric, params};
+///
+/// let ns_per_item = Metric::new("ns_per_item", "ns", Better::Lower);
+/// let goal = Goal::ratio("throughput", params! {"capacity" => 2048}, &ns_per_item,
+///                        "pitlane::spsc", "rtrb", 0.8).from_issue(4);
+/// assert_eq!(goal.peer.as_deref(), Some("rtrb"));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Goal {
+    /// Workload name.
+    pub workload: String,
+    /// The parameters that pick the case: a case matches when it has each of these values
+    /// (it may have more parameters).
+    pub params: Params,
+    /// Metric name.
+    pub metric: String,
+    /// The metric's unit.
+    pub unit: String,
+    /// The metric's direction.
+    pub better: Better,
+    /// Our subject.
+    pub ours: String,
+    /// The peer; `None` for a goal on ours alone, whose `target` is in the metric's unit.
+    pub peer: Option<String>,
+    /// The ratio ours ÷ peer must reach (at most it for a lower-is-better metric, at least it
+    /// for a higher-is-better one), or the figure ours must reach when there is no peer.
+    pub target: f64,
+    /// The issue that set the goal, if any.
+    pub issue: Option<u32>,
+}
+
+impl Goal {
+    /// Ours ÷ `peer` must reach `target`.
+    pub fn ratio(
+        workload: &str,
+        params: Params,
+        metric: &Metric,
+        ours: &str,
+        peer: &str,
+        target: f64,
+    ) -> Self {
+        Self {
+            workload: workload.into(),
+            params,
+            metric: metric.name.into(),
+            unit: metric.unit.into(),
+            better: metric.better,
+            ours: ours.into(),
+            peer: Some(peer.into()),
+            target,
+            issue: None,
+        }
+    }
+
+    /// Ours alone must reach `target` in the metric's unit (when no other crate does the job).
+    ///
+    /// ```
+    /// use pitlane_bench::harness::{Better, Goal, Metric, params};
+    ///
+    /// let rate = Metric::new("histories_per_cpu_s", "histories/CPU-s", Better::Higher);
+    /// let goal = Goal::figure("linearizable", params! {}, &rate,
+    ///                         "pitlane_lincheck::Checker", 100_000.0);
+    /// assert!(goal.peer.is_none());
+    /// ```
+    pub fn figure(
+        workload: &str,
+        params: Params,
+        metric: &Metric,
+        ours: &str,
+        target: f64,
+    ) -> Self {
+        Self {
+            workload: workload.into(),
+            params,
+            metric: metric.name.into(),
+            unit: metric.unit.into(),
+            better: metric.better,
+            ours: ours.into(),
+            peer: None,
+            target,
+            issue: None,
+        }
+    }
+
+    /// Names the issue that set the goal.
+    pub fn from_issue(self, issue: u32) -> Self {
+        Self {
+            issue: Some(issue),
+            ..self
+        }
+    }
+
+    /// Whether a case with `params` is one this goal is about.
+    pub fn picks(&self, params: &Params) -> bool {
+        self.params.iter().all(|(k, v)| params.get(k) == Some(v))
+    }
+}
+
+/// Where a goal stands after a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The median meets the target and at least two thirds of the rounds met it.
+    Met,
+    /// The median does not meet the target.
+    Missed,
+    /// The median meets the target but fewer than two thirds of the rounds did.
+    Unsure,
+}
+
+impl Verdict {
+    /// `met`, `missed` or `unsure`, as in results.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Met => "met",
+            Verdict::Missed => "missed",
+            Verdict::Unsure => "unsure",
+        }
+    }
+
+    /// The verdict of a median that does or does not meet the target, with `won` of `rounds`
+    /// rounds meeting it.
+    ///
+    /// ```
+    /// use pitlane_bench::harness::Verdict;
+    ///
+    /// assert_eq!(Verdict::of(true, 4, 6), Verdict::Met);
+    /// assert_eq!(Verdict::of(true, 3, 6), Verdict::Unsure);
+    /// assert_eq!(Verdict::of(false, 6, 6), Verdict::Missed);
+    /// ```
+    pub fn of(median_meets: bool, won: usize, rounds: usize) -> Self {
+        if !median_meets {
+            Verdict::Missed
+        } else if 3 * won >= 2 * rounds && rounds > 0 {
+            Verdict::Met
+        } else {
+            Verdict::Unsure
+        }
+    }
+}
+
+/// A goal and what one run measured of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GoalResult {
+    /// The suite that declared it.
+    pub suite: String,
+    /// The goal.
+    pub goal: Goal,
+    /// The paired ratio (or, without a peer, the figures of ours against the target, as
+    /// `median`/`min`/`max` of ours); `None` when the case was not measured in this run (its
+    /// suite or subjects were left out).
+    pub measured: Option<Paired>,
+    /// How busy the machine was while the goal's case ran.
+    pub busy: Option<Busy>,
+}
+
+impl GoalResult {
+    /// The verdict; `None` when not measured.
+    pub fn verdict(&self) -> Option<Verdict> {
+        let m = self.measured?;
+        Some(Verdict::of(
+            self.goal.better.meets(m.median, self.goal.target),
+            m.won,
+            m.rounds,
+        ))
+    }
+}
+
+/// How busy the machine was while one case ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseBusy {
+    /// Suite name.
+    pub suite: String,
+    /// Workload name.
+    pub workload: String,
+    /// Parameters.
+    pub params: Params,
+    /// Steal and other processes' CPU time over the case's rounds.
+    pub busy: Busy,
 }
 
 /// Free-text remarks a suite attaches to its section of the report (how latency was timed,
@@ -338,21 +619,37 @@ pub struct Report {
     pub machine: Machine,
     /// Whether the run was `--quick`.
     pub quick: bool,
+    /// Measured rounds per case (after the warm-up).
+    pub rounds: usize,
     /// Suites in the order run.
     pub suites: Vec<String>,
     /// Every measured point.
     pub records: Vec<Record>,
-    /// Every ours-versus-peer ratio.
+    /// Every ours-versus-peer ratio, paired by round.
     pub ratios: Vec<Ratio>,
+    /// The goals of the suites run, in declaration order, with what this run measured.
+    pub goals: Vec<GoalResult>,
     /// Suite remarks.
     pub notes: Vec<Note>,
     /// How the machine behaved, probed at the moments named (see [`MachineState`]); not part
-    /// of `results.json`, whose schema is fixed.
+    /// of `results.json`.
     pub machine_states: Vec<(String, MachineState)>,
+    /// How busy the machine was with other work over the whole run (`None` without `/proc`).
+    pub busy: Option<Busy>,
+    /// How busy it was during each case.
+    pub case_busy: Vec<CaseBusy>,
 }
 
 impl Report {
-    /// results.json, exactly in BENCHMARKS.md's schema.
+    /// How busy the machine was while the case of `suite`, `workload` and `params` ran.
+    pub fn busy_at(&self, suite: &str, workload: &str, params: &Params) -> Option<&Busy> {
+        self.case_busy
+            .iter()
+            .find(|c| c.suite == suite && c.workload == workload && &c.params == params)
+            .map(|c| &c.busy)
+    }
+
+    /// results.json, in the schema of docs/benchmarks.md (the design's BENCHMARKS.md).
     pub fn to_json(&self) -> Value {
         let records: Vec<Value> = self
             .records
@@ -386,10 +683,57 @@ impl Report {
                     "ours": r.ours,
                     "peer": r.peer,
                     "ratio": r.ratio,
+                    "ratio_min": r.ratio_min,
+                    "ratio_max": r.ratio_max,
+                    "rounds": r.rounds,
+                    "rounds_won": r.rounds_won,
                     "ours_better": r.ours_better,
                 })
             })
             .collect();
+        let goals: Vec<Value> = self
+            .goals
+            .iter()
+            .filter_map(|g| {
+                let m = g.measured?;
+                Some(json!({
+                    "suite": g.suite,
+                    "workload": g.goal.workload,
+                    "params": g.goal.params,
+                    "metric": g.goal.metric,
+                    "ours": g.goal.ours,
+                    "peer": g.goal.peer,
+                    "target": g.goal.target,
+                    "ratio": m.median,
+                    "rounds": m.rounds,
+                    "rounds_won": m.won,
+                    "verdict": g.verdict()?.as_str(),
+                }))
+            })
+            .collect();
+        let busy_cases: Vec<Value> = self
+            .case_busy
+            .iter()
+            .filter(|c| c.busy.is_busy())
+            .map(|c| {
+                json!({
+                    "suite": c.suite,
+                    "workload": c.workload,
+                    "params": c.params,
+                    "steal_pct": round2(c.busy.steal_pct),
+                    "other_cpu_pct": round2(c.busy.other_cpu_pct),
+                })
+            })
+            .collect();
+        let machine_busy = match &self.busy {
+            Some(b) => json!({
+                "steal_pct": round2(b.steal_pct),
+                "other_cpu_pct": round2(b.other_cpu_pct),
+                "load_avg_max": b.load_avg,
+                "busy_workloads": busy_cases,
+            }),
+            None => Value::Null,
+        };
         json!({
             "pitlane_version": env!("CARGO_PKG_VERSION"),
             "git_commit": self.machine.git_commit,
@@ -401,8 +745,14 @@ impl Report {
             },
             "records": records,
             "ratios": ratios,
+            "goals": goals,
+            "machine_busy": machine_busy,
         })
     }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
 }
 
 /// The median of `samples` (mean of the middle two for an even count). `None` when empty or
@@ -421,7 +771,7 @@ pub fn median(samples: &[f64]) -> Option<f64> {
     })
 }
 
-/// Summarises one subject's samples of one metric.
+/// Summarises one subject's samples of one metric: `(median, min, max)`.
 pub fn summarize(samples: &[f64]) -> Option<(f64, f64, f64)> {
     let median = median(samples)?;
     let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
@@ -429,8 +779,8 @@ pub fn summarize(samples: &[f64]) -> Option<(f64, f64, f64)> {
     Some((median, min, max))
 }
 
-/// Every ratio of an `ours` record to a `peer` record with the same suite, workload, params and
-/// metric.
+/// Every paired ratio of an `ours` record to a `peer` record with the same suite, workload,
+/// params and metric.
 pub fn ratios(records: &[Record]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for ours in records.iter().filter(|r| !r.peer && r.metric.ratios) {
@@ -441,10 +791,10 @@ pub fn ratios(records: &[Record]) -> Vec<Ratio> {
                 && r.params == ours.params
                 && r.metric.name == ours.metric.name
         }) {
-            if peer.median == 0.0 {
+            let better = ours.metric.better;
+            let Some(p) = paired(&ours.rounds, &peer.rounds, |r| better.ours_better(r)) else {
                 continue;
-            }
-            let ratio = ours.median / peer.median;
+            };
             out.push(Ratio {
                 suite: ours.suite.clone(),
                 workload: ours.workload.clone(),
@@ -452,12 +802,72 @@ pub fn ratios(records: &[Record]) -> Vec<Ratio> {
                 metric: ours.metric.clone(),
                 ours: ours.subject.clone(),
                 peer: peer.subject.clone(),
-                ratio,
-                ours_better: ours.metric.better.ours_better(ratio),
+                ratio: p.median,
+                ratio_min: p.min,
+                ratio_max: p.max,
+                rounds: p.rounds,
+                rounds_won: p.won,
+                ours_better: better.ours_better(p.median),
             });
         }
     }
     out
+}
+
+/// Measures `goal` (declared by `suite`) from a run's records: the first case that the goal
+/// picks and where both its subjects ran.
+pub fn judge(suite: &str, goal: &Goal, records: &[Record], case_busy: &[CaseBusy]) -> GoalResult {
+    let mut result = GoalResult {
+        suite: suite.to_string(),
+        goal: goal.clone(),
+        measured: None,
+        busy: None,
+    };
+    let candidates = records.iter().filter(|r| {
+        r.suite == suite
+            && r.workload == goal.workload
+            && r.metric.name == goal.metric
+            && r.subject == goal.ours
+            && goal.picks(&r.params)
+    });
+    for ours in candidates {
+        let better = goal.better;
+        let target = goal.target;
+        let measured = match &goal.peer {
+            Some(peer) => records
+                .iter()
+                .find(|r| {
+                    r.suite == ours.suite
+                        && r.workload == ours.workload
+                        && r.params == ours.params
+                        && r.metric.name == ours.metric.name
+                        && &r.subject == peer
+                })
+                .and_then(|p| paired(&ours.rounds, &p.rounds, |r| better.meets(r, target))),
+            None => summarize(&ours.rounds).map(|(median, min, max)| Paired {
+                median,
+                min,
+                max,
+                rounds: ours.rounds.len(),
+                won: ours
+                    .rounds
+                    .iter()
+                    .filter(|&&v| better.meets(v, target))
+                    .count(),
+            }),
+        };
+        if measured.is_some() {
+            result.measured = measured;
+            result.busy = case_busy
+                .iter()
+                .find(|c| {
+                    c.suite == suite && c.workload == ours.workload && c.params == ours.params
+                })
+                .map(|c| c.busy);
+            break;
+        }
+    }
+    result
 }
 
 /// Runs cases and collects their records.
@@ -466,8 +876,11 @@ pub struct Bench {
     suite: String,
     suites: Vec<String>,
     records: Vec<Record>,
+    goals: Vec<(String, Goal)>,
     notes: Vec<Note>,
     machine_states: Vec<(String, MachineState)>,
+    started: Option<CpuSample>,
+    case_busy: Vec<CaseBusy>,
     progress: indicatif::ProgressBar,
 }
 
@@ -486,8 +899,11 @@ impl Bench {
             suite: String::new(),
             suites: Vec::new(),
             records: Vec::new(),
+            goals: Vec::new(),
             notes: Vec::new(),
             machine_states: Vec::new(),
+            started: CpuSample::now(),
+            case_busy: Vec::new(),
             progress,
         }
     }
@@ -497,10 +913,15 @@ impl Bench {
         &self.config
     }
 
-    /// Starts the section of suite `name`; later cases and notes belong to it.
+    /// Starts the section of suite `name`; later cases, goals and notes belong to it.
     pub fn begin_suite(&mut self, name: &str) {
         self.suite = name.to_string();
         self.suites.push(name.to_string());
+    }
+
+    /// Declares a goal of the current suite; [`finish`](Self::finish) judges it.
+    pub fn goal(&mut self, goal: Goal) {
+        self.goals.push((self.suite.clone(), goal));
     }
 
     /// Attaches a remark to the current suite's section of the report.
@@ -531,7 +952,11 @@ impl Bench {
             fmt_params(&case.params)
         );
         let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); case.metrics.len()]; n];
+        let mut before = None;
         for round in 0..=reps {
+            if round == 1 {
+                before = CpuSample::now();
+            }
             for k in 0..n {
                 let i = (k + round) % n;
                 let subject = &mut case.subjects[i];
@@ -561,6 +986,16 @@ impl Bench {
                 }
             }
         }
+        if let (Some(before), Some(after)) = (before, CpuSample::now())
+            && let Some(busy) = Busy::between(&before, &after)
+        {
+            self.case_busy.push(CaseBusy {
+                suite: self.suite.clone(),
+                workload: case.workload.to_string(),
+                params: case.params.clone(),
+                busy,
+            });
+        }
         for (subject, per_metric) in case.subjects.iter().zip(samples) {
             for (metric, values) in case.metrics.iter().zip(per_metric) {
                 let Some((median, min, max)) = summarize(&values) else {
@@ -580,24 +1015,38 @@ impl Bench {
                     min,
                     max,
                     samples: values.len(),
+                    rounds: values,
                 });
             }
         }
         Ok(())
     }
 
-    /// Ends the run: computes ratios and captures the machine.
+    /// Ends the run: computes ratios, judges the goals and captures the machine.
     pub fn finish(self) -> Report {
         self.progress.finish_and_clear();
         let ratios = ratios(&self.records);
+        let goals = self
+            .goals
+            .iter()
+            .map(|(suite, goal)| judge(suite, goal, &self.records, &self.case_busy))
+            .collect();
+        let busy = match (self.started, CpuSample::now()) {
+            (Some(a), Some(b)) => Busy::between(&a, &b),
+            _ => None,
+        };
         Report {
             machine: Machine::capture(),
             quick: self.config.quick,
+            rounds: self.config.reps(),
             suites: self.suites,
             records: self.records,
             ratios,
+            goals,
             notes: self.notes,
             machine_states: self.machine_states,
+            busy,
+            case_busy: self.case_busy,
         }
     }
 }
@@ -662,8 +1111,11 @@ mod tests {
     }
 
     #[test]
-    fn measure_discards_warm_up_and_computes_ratios() {
-        let mut bench = Bench::new(RunConfig::quick()); // 3 rounds + warm-up
+    fn measure_discards_warm_up_and_computes_paired_ratios() {
+        let mut bench = Bench::new(RunConfig {
+            rounds: Some(3),
+            ..RunConfig::quick()
+        });
         bench.begin_suite("synthetic");
         let lower = Metric::new("ns_per_item", "ns", Better::Lower);
         let case = Case::new("w", params! {"threads" => 2}, vec![lower])
@@ -684,6 +1136,7 @@ mod tests {
             (ours.median, ours.min, ours.max, ours.samples),
             (2.0, 1.0, 3.0, 3)
         );
+        assert_eq!(ours.rounds, [3.0, 1.0, 2.0]);
         assert_eq!(report.records[1].median, 6.0);
         assert_eq!(report.ratios.len(), 3);
         let by = |peer: &str, metric: &str| {
@@ -694,36 +1147,256 @@ mod tests {
                 .unwrap()
                 .clone()
         };
+        // Per round 3/4, 1/8, 2/6.
         let a = by("peerA", "ns_per_item");
         assert!((a.ratio - 2.0 / 6.0).abs() < 1e-12);
+        assert_eq!((a.ratio_min, a.ratio_max), (0.125, 0.75));
+        assert_eq!((a.rounds, a.rounds_won), (3, 3));
         assert!(a.ours_better);
         let b = by("peerB", "ns_per_item");
-        assert_eq!(b.ratio, 2.0);
+        assert_eq!((b.ratio, b.ratio_min, b.ratio_max), (2.0, 1.0, 3.0));
+        // A tie (round 2: 1 against 1) is not a round won.
+        assert_eq!(b.rounds_won, 0);
         assert!(!b.ours_better);
         let t = by("peerA", "ops_per_s");
         assert_eq!(t.ratio, 4.0);
+        assert_eq!(t.rounds_won, 3);
         assert!(t.ours_better);
+    }
 
-        let json = report.to_json();
-        assert_eq!(json["records"][0]["better"], "lower");
-        assert_eq!(json["records"][0]["params"]["threads"], 2);
-        assert_eq!(json["ratios"][0]["ours"], "ours");
-        let keys: Vec<&str> = json
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(|k| k.as_str())
-            .collect();
+    /// The machine drifts from a slow state to a fast one in the middle of round 3, between
+    /// ours and the peer: ours is 10% faster in every round, but its median comes from the
+    /// slow rounds and the peer's from the fast ones, so the ratio of medians says ours is 9x
+    /// slower. The paired ratio (round by round) still says 0.9 and that ours won 4 rounds of
+    /// 5 (it lost the round the drift split).
+    #[test]
+    fn a_paired_median_resists_a_drift_that_flips_the_ratio_of_medians() {
+        let slow = 10.0;
+        let fast = 1.0;
+        // Rounds 1..5: ours ran in slow, slow, slow, fast, fast; the peer in slow, slow,
+        // fast, fast, fast. Each value is 0.9 (ours) or 1.0 (peer) times the state's cost.
+        let ours = vec![
+            0.0,
+            0.9 * slow,
+            0.9 * slow,
+            0.9 * slow,
+            0.9 * fast,
+            0.9 * fast,
+        ];
+        let peer = vec![0.0, slow, slow, fast, fast, fast];
+        let mut bench = Bench::new(RunConfig::quick());
+        bench.begin_suite("drift");
+        let m = Metric::new("ns_per_item", "ns", Better::Lower);
+        bench.goal(Goal::ratio("w", Params::new(), &m, "ours", "peer", 0.95));
+        let case = Case::new("w", Params::new(), vec![m])
+            .subject(scripted("ours", false, ours))
+            .subject(scripted("peer", true, peer));
+        bench.measure(case).unwrap();
+        let report = bench.finish();
+
+        let median_of = |s: &str| {
+            report
+                .records
+                .iter()
+                .find(|r| r.subject == s)
+                .unwrap()
+                .median
+        };
+        let of_medians = median_of("ours") / median_of("peer");
+        assert!((of_medians - 9.0).abs() < 1e-9, "{of_medians}");
+        assert!(!Better::Lower.ours_better(of_medians));
+
+        let ratio = &report.ratios[0];
+        assert!((ratio.ratio - 0.9).abs() < 1e-9, "{ratio:?}");
+        assert!(ratio.ours_better);
+        assert_eq!((ratio.rounds, ratio.rounds_won), (5, 4));
+        assert!((ratio.ratio_max - 9.0).abs() < 1e-9);
+
+        let goal = &report.goals[0];
+        assert_eq!(goal.verdict(), Some(Verdict::Met));
+        assert_eq!(goal.measured.unwrap().won, 4);
+    }
+
+    #[test]
+    fn goals_are_met_missed_unsure_or_not_measured() {
+        let mut bench = Bench::new(RunConfig::quick());
+        bench.begin_suite("g");
+        let higher = Metric::new("mops_per_s", "Mops/s", Better::Higher);
+        for t in [1, 2] {
+            // At 2 threads ours is 1.5x the peer in 3 rounds of 5 and 1.1x in the others.
+            let ours = if t == 1 {
+                vec![0.0, 30.0, 30.0, 30.0, 30.0, 30.0]
+            } else {
+                vec![0.0, 15.0, 11.0, 15.0, 11.0, 15.0]
+            };
+            let case = Case::new(
+                "pairs",
+                params! {"threads" => t, "items" => 0},
+                vec![higher.clone()],
+            )
+            .subject(scripted("ours", false, ours))
+            .subject(scripted(
+                "peer",
+                true,
+                vec![0.0, 10.0, 10.0, 10.0, 10.0, 10.0],
+            ));
+            bench.measure(case).unwrap();
+        }
+        let at = |t: i32, target: f64| {
+            Goal::ratio(
+                "pairs",
+                params! {"threads" => t},
+                &higher,
+                "ours",
+                "peer",
+                target,
+            )
+        };
+        bench.goal(at(1, 2.0).from_issue(5)); // 3.0 in every round: met
+        bench.goal(at(2, 1.4)); // median 1.5, but 3 rounds of 5 meet 1.4: unsure
+        bench.goal(at(2, 2.0)); // missed
+        bench.goal(at(4, 1.0)); // no case at 4 threads: not measured
+        bench.goal(Goal::figure(
+            "pairs",
+            params! {"threads" => 2},
+            &higher,
+            "ours",
+            11.0,
+        ));
+        let report = bench.finish();
+        let verdicts: Vec<Option<Verdict>> = report.goals.iter().map(|g| g.verdict()).collect();
         assert_eq!(
-            keys,
+            verdicts,
+            [
+                Some(Verdict::Met),
+                Some(Verdict::Unsure),
+                Some(Verdict::Missed),
+                None,
+                Some(Verdict::Met)
+            ]
+        );
+        let json = report.to_json();
+        assert_eq!(
+            json["goals"].as_array().unwrap().len(),
+            4,
+            "unmeasured goals are left out"
+        );
+        assert_eq!(json["goals"][1]["verdict"], "unsure");
+        assert_eq!(json["goals"][1]["rounds_won"], 3);
+        assert_eq!(json["goals"][4]["peer"], Value::Null);
+    }
+
+    /// results.json has the keys of docs/benchmarks.md, in order, with values of the right
+    /// types.
+    #[test]
+    fn results_json_follows_the_schema() {
+        let mut bench = Bench::new(RunConfig::quick());
+        bench.begin_suite("spsc");
+        let m = Metric::new("ns_per_item", "ns", Better::Lower);
+        bench.goal(
+            Goal::ratio(
+                "throughput",
+                params! {"capacity" => 2048},
+                &m,
+                "pitlane::spsc",
+                "rtrb",
+                0.8,
+            )
+            .from_issue(4),
+        );
+        let case = Case::new(
+            "throughput",
+            params! {"capacity" => 2048, "threads" => 2},
+            vec![m],
+        )
+        .subject(Subject::ours("pitlane::spsc", || Ok(vec![3.0])))
+        .subject(Subject::peer("rtrb", || Ok(vec![4.0])));
+        bench.measure(case).unwrap();
+        let json = bench.finish().to_json();
+
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        assert_eq!(
+            keys(&json),
             [
                 "pitlane_version",
                 "git_commit",
                 "machine",
                 "records",
-                "ratios"
+                "ratios",
+                "goals",
+                "machine_busy"
             ]
         );
+        assert_eq!(keys(&json["machine"]), ["cpu", "cores", "os", "rustc"]);
+        assert_eq!(
+            keys(&json["records"][0]),
+            [
+                "suite", "workload", "params", "subject", "peer", "metric", "unit", "better",
+                "median", "min", "max", "samples"
+            ]
+        );
+        assert_eq!(
+            keys(&json["ratios"][0]),
+            [
+                "suite",
+                "workload",
+                "params",
+                "metric",
+                "ours",
+                "peer",
+                "ratio",
+                "ratio_min",
+                "ratio_max",
+                "rounds",
+                "rounds_won",
+                "ours_better"
+            ]
+        );
+        assert_eq!(
+            keys(&json["goals"][0]),
+            [
+                "suite",
+                "workload",
+                "params",
+                "metric",
+                "ours",
+                "peer",
+                "target",
+                "ratio",
+                "rounds",
+                "rounds_won",
+                "verdict"
+            ]
+        );
+        let ratio = &json["ratios"][0];
+        assert_eq!(ratio["ratio"], 0.75);
+        assert_eq!(ratio["rounds"], 5);
+        assert_eq!(ratio["rounds_won"], 5);
+        assert_eq!(ratio["ours_better"], true);
+        assert_eq!(json["records"][0]["samples"], 5);
+        assert_eq!(json["records"][0]["better"], "lower");
+        assert_eq!(json["records"][0]["params"]["threads"], 2);
+        let goal = &json["goals"][0];
+        assert_eq!(goal["params"], json!({"capacity": 2048}));
+        assert_eq!(
+            (goal["target"].as_f64(), goal["verdict"].as_str()),
+            (Some(0.8), Some("met"))
+        );
+        // Linux has /proc: the run says how busy the machine was.
+        if std::path::Path::new("/proc/stat").exists() {
+            let busy = &json["machine_busy"];
+            assert_eq!(
+                keys(busy),
+                [
+                    "steal_pct",
+                    "other_cpu_pct",
+                    "load_avg_max",
+                    "busy_workloads"
+                ]
+            );
+            assert!(busy["steal_pct"].is_number() && busy["other_cpu_pct"].is_number());
+            assert!(busy["busy_workloads"].is_array());
+        }
     }
 
     #[test]
@@ -743,7 +1416,9 @@ mod tests {
                 Ok(vec![1.0])
             }));
         bench.measure(case).unwrap();
-        assert_eq!(order.into_inner(), ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a']);
+        // The warm-up and five rounds.
+        let expected = ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a', 'a', 'b', 'b', 'a'];
+        assert_eq!(order.into_inner(), expected);
     }
 
     #[test]

@@ -6,12 +6,14 @@
 //! - [`report`]: `report.md`, a self-contained `report.html` with inline SVG charts, and
 //!   `results.json`.
 //! - [`env`](mod@env): the machine and build a run happened on.
+//! - [`busy`]: how busy the machine was with other work while each workload ran.
 //!
 //! The `pitlane bench` command (crate `pitlane-cli`) is the front end:
 //! `pitlane bench [SUITE…] [--quick] [--threads LIST] [--json FILE] [--out DIR]`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod busy;
 pub mod env;
 pub mod harness;
 pub mod report;

@@ -1,11 +1,14 @@
 //! The report: `report.md`, a self-contained `report.html` with inline SVG charts drawn by
 //! `plotters`, and `results.json`.
 //!
-//! Both human-readable forms have one section per suite and, inside it, one table per workload
-//! and metric: a row per subject, a column per parameter set (the parameters that vary; the
-//! constant ones are named above the table), each cell the median of the interleaved rounds with
-//! their min–max range. Below it, the ratios of each of ours to each peer. Thread counts above
-//! the machine's cores are labelled "oversubscribed".
+//! Both human-readable forms open with the machine, how busy it was with other work, and the
+//! goal table (each goal's target, median paired ratio with its range, rounds won and verdict).
+//! Then comes one section per suite and, inside it, one table per workload and metric: a row
+//! per subject, a column per parameter set (the parameters that vary; the constant ones are
+//! named above the table), each cell the median of the interleaved rounds with their min–max
+//! range. Below it, the paired ratios of each of ours to each peer. Thread counts above the
+//! machine's cores are labelled "oversubscribed"; a column measured while more than a quarter
+//! of the machine was busy elsewhere is marked "⚠ busy".
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,7 +16,8 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use serde_json::Value;
 
-use crate::harness::{Metric, Params, Record, Report};
+use crate::busy::Busy;
+use crate::harness::{Better, Goal, GoalResult, Metric, Params, Ratio, Record, Report, Verdict};
 
 /// One table: the records of one suite, workload and metric.
 struct Table<'a> {
@@ -40,6 +44,12 @@ impl<'a> Table<'a> {
     }
 
     fn column_label(&self, column: &Params, cores: usize) -> String {
+        self.column_label_in(column, cores, None)
+    }
+
+    /// The column's label, with the busy mark when `report` says the machine was busy while
+    /// the column's case ran.
+    fn column_label_in(&self, column: &Params, cores: usize, report: Option<&Report>) -> String {
         let mut parts = Vec::new();
         for key in &self.varying {
             let value = column.get(key).map_or("–".to_string(), plain);
@@ -50,8 +60,12 @@ impl<'a> Table<'a> {
         } else {
             parts.join(", ")
         };
-        match column.get("threads").and_then(Value::as_u64) {
+        let label = match column.get("threads").and_then(Value::as_u64) {
             Some(t) if t as usize > cores => format!("{label} (oversubscribed)"),
+            _ => label,
+        };
+        match report.and_then(|r| r.busy_at(self.suite, self.workload, column)) {
+            Some(b) if b.is_busy() => format!("{label} {}", busy_mark(b)),
             _ => label,
         }
     }
@@ -139,14 +153,17 @@ pub fn human(x: f64) -> String {
 
 fn direction(metric: &Metric) -> &'static str {
     match metric.better {
-        crate::harness::Better::Lower => "lower is better",
-        crate::harness::Better::Higher => "higher is better",
+        Better::Lower => "lower is better",
+        Better::Higher => "higher is better",
     }
 }
 
 /// The ratio rows of one table: `(ours, peer, ratio per column)`.
-fn ratio_rows<'a>(report: &'a Report, t: &Table<'_>) -> Vec<(&'a str, &'a str, Vec<Option<f64>>)> {
-    let mut rows: Vec<(&str, &str, Vec<Option<f64>>)> = Vec::new();
+fn ratio_rows<'a>(
+    report: &'a Report,
+    t: &Table<'_>,
+) -> Vec<(&'a str, &'a str, Vec<Option<&'a Ratio>>)> {
+    let mut rows: Vec<(&str, &str, Vec<Option<&Ratio>>)> = Vec::new();
     for r in report.ratios.iter().filter(|r| {
         r.suite == t.suite && r.workload == t.workload && r.metric.name == t.metric.name
     }) {
@@ -162,24 +179,190 @@ fn ratio_rows<'a>(report: &'a Report, t: &Table<'_>) -> Vec<(&'a str, &'a str, V
             }
         };
         if let Some(c) = col {
-            rows[idx].2[c] = Some(r.ratio);
+            rows[idx].2[c] = Some(r);
         }
     }
     rows
 }
 
-fn ratio_cell(ratio: f64, metric: &Metric) -> String {
-    let mark = if metric.better.ours_better(ratio) {
-        "✓"
+/// `0.74× ✓ [0.61–1.08] 6/7`: the paired median, whether it favours ours, the range of the
+/// per-round ratios and the rounds ours won.
+fn ratio_cell(r: &Ratio) -> String {
+    let mark = if r.ours_better { "✓" } else { "✗" };
+    format!(
+        "{:.2}× {mark} [{:.2}–{:.2}] {}/{}",
+        r.ratio, r.ratio_min, r.ratio_max, r.rounds_won, r.rounds
+    )
+}
+
+/// `⚠ busy 31%`: the share of the machine busy elsewhere while a case ran.
+fn busy_mark(b: &Busy) -> String {
+    format!("⚠ busy {:.0}%", b.elsewhere_pct())
+}
+
+/// How a goal reads: ``spsc `throughput` (capacity=2048): pitlane::spsc ÷ rtrb, `ns_per_item` ``.
+pub fn goal_label(g: &GoalResult) -> String {
+    goal_name(&g.suite, &g.goal)
+}
+
+fn goal_name(suite: &str, goal: &Goal) -> String {
+    let params = if goal.params.is_empty() {
+        String::new()
     } else {
-        "✗"
+        format!(" ({})", plain_params(&goal.params))
     };
-    format!("{ratio:.2}× {mark}")
+    let versus = match &goal.peer {
+        Some(peer) => format!("{} ÷ {peer}", goal.ours),
+        None => goal.ours.clone(),
+    };
+    format!(
+        "{suite} `{}`{params}: {versus}, `{}`",
+        goal.workload, goal.metric
+    )
+}
+
+/// A declared goal in one line, with its target and the issue that set it (for `--list`).
+///
+/// ```
+/// use pitlane_bench::harness::{Better, Goal, Metric, params};
+///
+/// let rtt = Metric::new("ns_per_round_trip", "ns", Better::Lower);
+/// let goal = Goal::ratio("rtt", params! {}, &rtt, "pitlane::spsc", "rtrb", 1.1).from_issue(4);
+/// assert_eq!(
+///     pitlane_bench::report::goal_text("spsc", &goal),
+///     "spsc `rtt`: pitlane::spsc ÷ rtrb, `ns_per_round_trip` ≤ 1.10× (issue 4)"
+/// );
+/// ```
+pub fn goal_text(suite: &str, goal: &Goal) -> String {
+    let issue = goal
+        .issue
+        .map_or(String::new(), |i| format!(" (issue {i})"));
+    format!("{} {}{issue}", goal_name(suite, goal), target_text(goal))
+}
+
+fn plain_params(params: &Params) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", plain(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The goal's target as read: `≤ 0.80×`, `≥ 1.20×`, `≥ 100 k histories/CPU-s` (a figure
+/// without a peer).
+fn target_text(goal: &Goal) -> String {
+    let sign = match goal.better {
+        Better::Lower => "≤",
+        Better::Higher => "≥",
+    };
+    match goal.peer {
+        Some(_) => format!("{sign} {:.2}×", goal.target),
+        None => format!("{sign} {} {}", human(goal.target), goal.unit),
+    }
+}
+
+/// The cells of one goal row: target, median [min–max], rounds won, verdict.
+fn goal_cells(g: &GoalResult) -> [String; 4] {
+    let Some(m) = g.measured else {
+        return [
+            target_text(&g.goal),
+            "–".into(),
+            "–".into(),
+            "not run".into(),
+        ];
+    };
+    let figure = |x: f64| match g.goal.peer {
+        Some(_) => format!("{x:.2}"),
+        None => human(x),
+    };
+    let median = format!("{} [{}–{}]", figure(m.median), figure(m.min), figure(m.max));
+    let verdict = g.verdict().map_or("–", Verdict::as_str).to_string();
+    let verdict = match g.busy {
+        Some(b) if b.is_busy() => format!("{verdict} {}", busy_mark(&b)),
+        _ => verdict,
+    };
+    [
+        target_text(&g.goal),
+        median,
+        format!("{}/{}", m.won, m.rounds),
+        verdict,
+    ]
+}
+
+/// The goal table in markdown (what `pitlane bench --goals` prints and the report opens with).
+pub fn goals_markdown(report: &Report) -> String {
+    let mut md = String::new();
+    if report.goals.is_empty() {
+        md.push_str("No goals are declared by the suites run.\n");
+        return md;
+    }
+    md.push_str(
+        "| goal | target | median ratio [min–max] | rounds won | verdict |\n\
+         |---|---:|---:|---:|---|\n",
+    );
+    for g in &report.goals {
+        let [target, median, won, verdict] = goal_cells(g);
+        let _ = writeln!(
+            md,
+            "| {} | {target} | {median} | {won} | {verdict} |",
+            goal_label(g)
+        );
+    }
+    md
+}
+
+/// What `pitlane bench --goals` prints: the commit and machine, how busy the machine was, and
+/// the goal table.
+pub fn goals_summary(report: &Report) -> String {
+    let mut md = String::new();
+    for line in header_lines(report) {
+        let _ = writeln!(md, "- {line}");
+    }
+    md.push('\n');
+    md.push_str(&goals_markdown(report));
+    md
+}
+
+/// The lines that say how busy the machine was with other work.
+fn busy_lines(report: &Report) -> Vec<String> {
+    let Some(b) = &report.busy else {
+        return vec!["How busy the machine was: not known (no /proc).".into()];
+    };
+    let cases = report.case_busy.len();
+    let busy = report.case_busy.iter().filter(|c| c.busy.is_busy()).count();
+    let worst = report
+        .case_busy
+        .iter()
+        .map(|c| c.busy.elsewhere_pct())
+        .fold(0.0_f64, f64::max);
+    let mut line = format!(
+        "Busy elsewhere during the run: other processes took {:.1}% of the machine's CPU time \
+         and the hypervisor stole {:.1}% (`/proc/stat`; this process not counted); highest \
+         one-minute load average {:.2}. ",
+        b.other_cpu_pct, b.steal_pct, b.load_avg
+    );
+    if busy == 0 {
+        let _ = write!(
+            line,
+            "No workload of {cases} ran while more than {:.0}% of the machine was busy \
+             elsewhere (the busiest: {worst:.0}%).",
+            crate::busy::BUSY_LIMIT_PCT
+        );
+    } else {
+        let _ = write!(
+            line,
+            "{busy} of {cases} workloads ran while more than {:.0}% of the machine was busy \
+             elsewhere (the busiest: {worst:.0}%); they are marked ⚠ busy, and their figures say \
+             little.",
+            crate::busy::BUSY_LIMIT_PCT
+        );
+    }
+    vec![line]
 }
 
 fn header_lines(report: &Report) -> Vec<String> {
     let m = &report.machine;
-    let rounds = if report.quick { 3 } else { 7 };
+    let rounds = report.rounds;
     let mut lines = vec![
         format!(
             "pitlane {} at commit `{}`",
@@ -189,14 +372,18 @@ fn header_lines(report: &Report) -> Vec<String> {
         format!("{} — {} cores — {} — {}", m.cpu, m.cores, m.os, m.rustc),
         format!(
             "{} run: each cell is the median of {rounds} interleaved rounds after a discarded \
-             warm-up round, with [min–max]; ratios are ours ÷ peer of those medians, from this \
-             one run (✓: ours is better in the metric's direction).",
+             warm-up round, with [min–max]. Ratios are paired: ours ÷ peer within each round, \
+             then the median of those per-round ratios with their [min–max] and the rounds ours \
+             won (✓: the median favours ours in the metric's direction). A goal is met when \
+             the median meets its target and at least two thirds of the rounds met it, unsure \
+             when only the median does. One run decides nothing: compare several.",
             if report.quick { "`--quick`" } else { "Full" }
         ),
     ];
     for (when, state) in &report.machine_states {
         lines.push(format!("Machine state {when}: {}.", state.describe()));
     }
+    lines.extend(busy_lines(report));
     lines
 }
 
@@ -206,6 +393,8 @@ pub fn markdown(report: &Report) -> String {
     for line in header_lines(report) {
         let _ = writeln!(md, "- {line}");
     }
+    md.push_str("\n## Goals\n\n");
+    md.push_str(&goals_markdown(report));
     let all = tables(report);
     for suite in &report.suites {
         let _ = writeln!(md, "\n## Suite `{suite}`\n");
@@ -236,7 +425,7 @@ fn markdown_table(report: &Report, t: &Table<'_>) -> String {
     }
     let _ = write!(md, "| subject |");
     for c in &t.columns {
-        let _ = write!(md, " {} |", t.column_label(c, cores));
+        let _ = write!(md, " {} |", t.column_label_in(c, cores, Some(report)));
     }
     let _ = write!(md, "\n|---|");
     for _ in &t.columns {
@@ -282,7 +471,7 @@ fn markdown_table(report: &Report, t: &Table<'_>) -> String {
             for cell in cells {
                 match cell {
                     Some(r) => {
-                        let _ = write!(md, " {} |", ratio_cell(r, t.metric));
+                        let _ = write!(md, " {} |", ratio_cell(r));
                     }
                     None => md.push_str(" – |"),
                 }
@@ -332,7 +521,32 @@ pub fn html(report: &Report) -> String {
     for line in header_lines(report) {
         let _ = writeln!(h, "<li>{}</li>", note_html(&line));
     }
-    h.push_str("</ul>\n");
+    h.push_str("</ul>\n<h2>Goals</h2>\n");
+    if report.goals.is_empty() {
+        h.push_str("<p>No goals are declared by the suites run.</p>\n");
+    } else {
+        h.push_str(
+            "<table><tr><th>goal</th><th>target</th><th>median ratio [min–max]</th>\
+             <th>rounds won</th><th>verdict</th></tr>\n",
+        );
+        for g in &report.goals {
+            let class = match g.verdict() {
+                Some(Verdict::Met) => "good",
+                Some(Verdict::Missed) => "bad",
+                _ => "",
+            };
+            let _ = write!(h, "<tr><td>{}</td>", note_html(&goal_label(g)));
+            let [target, median, won, verdict] = goal_cells(g);
+            let _ = writeln!(
+                h,
+                "<td>{}</td><td>{}</td><td>{won}</td><td class=\"{class}\">{}</td></tr>",
+                escape(&target),
+                escape(&median),
+                escape(&verdict)
+            );
+        }
+        h.push_str("</table>\n");
+    }
     let all = tables(report);
     for suite in &report.suites {
         let _ = writeln!(h, "<h2>Suite <code>{}</code></h2>", escape(suite));
@@ -368,7 +582,8 @@ pub fn html(report: &Report) -> String {
             }
             h.push_str("</div>\n<table><tr><th>subject</th>");
             for c in &t.columns {
-                let _ = write!(h, "<th>{}</th>", escape(&t.column_label(c, cores)));
+                let label = t.column_label_in(c, cores, Some(report));
+                let _ = write!(h, "<th>{}</th>", escape(&label));
             }
             h.push_str("</tr>\n");
             for (subject, peer) in &t.subjects {
@@ -403,16 +618,8 @@ pub fn html(report: &Report) -> String {
                     for cell in cells {
                         match cell {
                             Some(r) => {
-                                let class = if t.metric.better.ours_better(r) {
-                                    "good"
-                                } else {
-                                    "bad"
-                                };
-                                let _ = write!(
-                                    h,
-                                    "<td class=\"{class}\">{}</td>",
-                                    ratio_cell(r, t.metric)
-                                );
+                                let class = if r.ours_better { "good" } else { "bad" };
+                                let _ = write!(h, "<td class=\"{class}\">{}</td>", ratio_cell(r));
                             }
                             None => h.push_str("<td>–</td>"),
                         }
@@ -628,12 +835,29 @@ pub fn write(report: &Report, dir: &Path, json: Option<&Path>) -> std::io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::{Bench, Better, Case, RunConfig, Subject, params};
+    use crate::harness::{Bench, Better, Case, Goal, RunConfig, Subject, params};
 
     fn sample_report() -> Report {
         let mut bench = Bench::new(RunConfig::quick());
         bench.begin_suite("demo");
         bench.note("timed with `Instant`");
+        let m = Metric::new("ops_per_s", "ops/s", Better::Higher);
+        bench.goal(Goal::ratio(
+            "w",
+            params! {"threads" => 2},
+            &m,
+            "pitlane::x",
+            "std<x>",
+            1.5,
+        ));
+        bench.goal(Goal::ratio(
+            "w",
+            params! {"threads" => 3},
+            &m,
+            "pitlane::x",
+            "std<x>",
+            1.5,
+        ));
         for t in [1, 2, 64] {
             let m = Metric::new("ops_per_s", "ops/s", Better::Higher);
             let case = Case::new("w", params! {"threads" => t, "size" => 64}, vec![m])
@@ -663,12 +887,52 @@ mod tests {
             md.contains("| **pitlane::x** | 2.00 M [2.00 M–2.00 M] |"),
             "{md}"
         );
-        assert!(md.contains("| pitlane::x ÷ std<x> | 2.00× ✓ |"), "{md}");
+        assert!(
+            md.contains("| pitlane::x ÷ std<x> | 2.00× ✓ [2.00–2.00] 5/5 |"),
+            "{md}"
+        );
+        let goals = md.find("## Goals").expect("a goal section");
+        assert!(
+            goals < md.find("## Suite").unwrap(),
+            "goals come first: {md}"
+        );
+        assert!(
+            md.contains(
+                "| demo `w` (threads=2): pitlane::x ÷ std<x>, `ops_per_s` | ≥ 1.50× | 2.00 [2.00–2.00] | 5/5 | met"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| not run |"), "{md}");
+        assert!(md.contains("Busy elsewhere during the run"), "{md}");
         assert!(md.contains("timed with `Instant`"), "{md}");
         assert!(
             md.contains("Machine state before: two spinning threads did 1.97× the work of one (two cores); cache-line round trip between two threads 312 ns"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_case_measured_on_a_busy_machine_is_marked() {
+        let mut report = sample_report();
+        let busy = Busy {
+            steal_pct: 5.0,
+            other_cpu_pct: 35.0,
+            load_avg: 3.0,
+        };
+        for c in &mut report.case_busy {
+            if c.params["threads"] == 2 {
+                c.busy = busy;
+            }
+        }
+        for g in &mut report.goals {
+            if g.goal.params["threads"] == 2 {
+                g.busy = Some(busy);
+            }
+        }
+        let md = markdown(&report);
+        assert!(md.contains("| threads=2 ⚠ busy 40% |"), "{md}");
+        assert!(md.contains("| met ⚠ busy 40% |"), "{md}");
+        assert!(html(&report).contains("threads=2 ⚠ busy 40%"));
     }
 
     #[test]

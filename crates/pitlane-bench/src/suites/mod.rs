@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use crate::harness::{Bench, BenchError};
+use crate::harness::{Bench, BenchError, Goal};
 
 pub mod bag;
 pub mod lincheck;
@@ -28,8 +28,33 @@ pub trait Suite {
     fn about(&self) -> &'static str;
     /// The workloads, for `--list`.
     fn workloads(&self) -> &'static [Workload];
+    /// The goals the project set this suite (ours against a peer, with a target), which the
+    /// report opens with; none by default.
+    fn goals(&self) -> Vec<Goal> {
+        Vec::new()
+    }
     /// Runs every workload through `bench` (whose suite section is already begun).
     fn run(&self, bench: &mut Bench) -> Result<(), BenchError>;
+}
+
+/// Runs `suite` through `bench`: begins its section, declares its goals, runs its workloads.
+///
+/// ```
+/// use pitlane_bench::harness::{Bench, RunConfig};
+/// use pitlane_bench::suites::{self, Suite};
+///
+/// let suites = suites::all();
+/// let locks: &dyn Suite = suites.iter().find(|s| s.name() == "locks").unwrap().as_ref();
+/// let mut bench = Bench::new(RunConfig { threads: Some(vec![1]), rounds: Some(1), ..RunConfig::quick() });
+/// suites::run(&mut bench, locks).unwrap();
+/// assert!(!bench.finish().records.is_empty());
+/// ```
+pub fn run(bench: &mut Bench, suite: &dyn Suite) -> Result<(), BenchError> {
+    bench.begin_suite(suite.name());
+    for goal in suite.goals() {
+        bench.goal(goal);
+    }
+    suite.run(bench)
 }
 
 /// Every suite, in report order.
