@@ -21,7 +21,7 @@ use pitlane_queue::mpmc::{self, Queue};
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::{self, Stack};
 use pitlane_queue::{PopError, WeakBag};
-use pitlane_sync::stress::run_threads;
+use pitlane_testkit::stress::run_threads;
 
 /// Threads per run; more than the two cores of the test machines, on purpose.
 const THREADS: usize = 4;

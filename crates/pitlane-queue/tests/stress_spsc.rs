@@ -10,7 +10,7 @@ use std::thread;
 
 use pitlane_queue::spsc::{Builder, Consumer, Producer, PushError};
 use pitlane_sync::spin::TtasMutex;
-use pitlane_sync::stress::run_threads;
+use pitlane_testkit::stress::run_threads;
 
 /// Runs `produce(producer)` and `consume(consumer)` at once on two POSIX threads, which
 /// ThreadSanitizer sees start and end (see `pitlane_sync::stress`). The ends are handed over
