@@ -27,7 +27,8 @@ use std::thread;
 use std::time::Instant;
 
 use crossbeam_utils::{Backoff, CachePadded};
-use pitlane_bench::harness::{Bench, Better, Case, Metric, RunConfig, RunResult, Subject, params};
+use pitlane_bench::results::{Better, Metric, params};
+use pitlane_bench::runner::{Bench, Case, RunConfig, RunResult, Subject};
 
 /// Operations per thread per run.
 const OPS: usize = 2_000_000;

@@ -1,7 +1,7 @@
 //! How busy the machine was with other work while a workload ran.
 //!
 //! A figure measured while a compiler shared the two cores says little about the structure
-//! under test. The harness reads the kernel's CPU counters before and after each workload
+//! under test. The runner reads the kernel's CPU counters before and after each workload
 //! ([`CpuSample::now`]) and turns the difference into a [`Busy`]: the share of the machine's
 //! CPU time that went to other processes, and the share the hypervisor stole. A workload
 //! measured while more than [`BUSY_LIMIT_PCT`] percent of the machine was busy elsewhere is

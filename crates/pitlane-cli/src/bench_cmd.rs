@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use pitlane_bench::env::MachineState;
-use pitlane_bench::harness::{Bench, RunConfig};
+use pitlane_bench::runner::{Bench, RunConfig};
 use pitlane_bench::suites::{self, Suite};
 
 use crate::UsageError;

@@ -4,7 +4,8 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use crate::harness::{Bench, BenchError, Goal};
+use crate::results::Goal;
+use crate::runner::{Bench, BenchError};
 
 pub mod bag;
 pub mod lincheck;
@@ -40,7 +41,7 @@ pub trait Suite {
 /// Runs `suite` through `bench`: begins its section, declares its goals, runs its workloads.
 ///
 /// ```
-/// use pitlane_bench::harness::{Bench, RunConfig};
+/// use pitlane_bench::runner::{Bench, RunConfig};
 /// use pitlane_bench::suites::{self, Suite};
 ///
 /// let suites = suites::all();
@@ -81,5 +82,5 @@ pub(crate) fn timer_overhead_ns() -> f64 {
             (t1 - t0).as_nanos() as f64
         })
         .collect();
-    crate::harness::median(&samples).unwrap_or(0.0)
+    crate::stats::median(&samples).unwrap_or(0.0)
 }

@@ -32,7 +32,8 @@ use pitlane_lincheck::synthetic::{lose_one_push, queue_history};
 use pitlane_lincheck::{Checker, History, Shape, Verdict};
 
 use super::{Suite, Workload};
-use crate::harness::{Bench, BenchError, Better, Case, Goal, Metric, Subject, params};
+use crate::results::{Better, Goal, Metric, params};
+use crate::runner::{Bench, BenchError, Case, Subject};
 
 /// The suite.
 pub struct Lincheck;

@@ -34,7 +34,8 @@ use pitlane_queue::spsc as pitlane;
 
 use self::baselines::{FastForward, Lamport, McRingBuffer, Ticker};
 use super::{Suite, Workload};
-use crate::harness::{Bench, BenchError, Better, Case, Goal, Metric, RunResult, Subject, params};
+use crate::results::{Better, Goal, Metric, params};
+use crate::runner::{Bench, BenchError, Case, RunResult, Subject};
 
 /// The suite.
 pub struct Spsc;
@@ -630,7 +631,7 @@ impl Segments {
 
     /// The median segment's ns per item.
     fn median(&self) -> Result<f64, String> {
-        crate::harness::median(&self.per_item_ns).ok_or_else(|| "no segment was timed".into())
+        crate::stats::median(&self.per_item_ns).ok_or_else(|| "no segment was timed".into())
     }
 }
 
@@ -823,7 +824,7 @@ fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Duration) -> RunR
         let echoed = echo.join().map_err(|_| "the echo thread panicked")?;
         outcome?;
         echoed?;
-        let median = crate::harness::median(&per_round_ns).ok_or("no round trip was timed")?;
+        let median = crate::stats::median(&per_round_ns).ok_or("no round trip was timed")?;
         Ok(vec![median])
     })
 }

@@ -43,7 +43,8 @@ use pitlane_queue::mpmc;
 use pitlane_queue::stack::Stack;
 
 use super::{Suite, Workload};
-use crate::harness::{Bench, BenchError, Better, Case, Goal, Metric, RunResult, Subject, params};
+use crate::results::{Better, Goal, Metric, params};
+use crate::runner::{Bench, BenchError, Case, RunResult, Subject};
 
 /// The suite.
 pub struct Bag;

@@ -9,15 +9,24 @@
 //! range. Below it, the paired ratios of each of ours to each peer. Thread counts above the
 //! machine's cores are labelled "oversubscribed"; a column measured while more than a quarter
 //! of the machine was busy elsewhere is marked "⚠ busy".
+//!
+//! - [`markdown`](mod@markdown): `report.md`, and the goal table `pitlane bench --goals` prints;
+//! - [`html`](mod@html): `report.html`, with the charts of [`chart`].
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
 use serde_json::Value;
 
 use crate::busy::Busy;
-use crate::harness::{Better, Goal, GoalResult, Metric, Params, Ratio, Record, Report, Verdict};
+use crate::results::{Better, Goal, GoalResult, Metric, Params, Ratio, Record, Report, Verdict};
+
+pub mod chart;
+pub mod html;
+pub mod markdown;
+
+pub use html::html;
+pub use markdown::{goals_markdown, goals_summary, markdown};
 
 /// One table: the records of one suite, workload and metric.
 struct Table<'a> {
@@ -224,7 +233,7 @@ fn goal_name(suite: &str, goal: &Goal) -> String {
 /// A declared goal in one line, with its target and the issue that set it (for `--list`).
 ///
 /// ```
-/// use pitlane_bench::harness::{Better, Goal, Metric, params};
+/// use pitlane_bench::results::{Better, Goal, Metric, params};
 ///
 /// let rtt = Metric::new("ns_per_round_trip", "ns", Better::Lower);
 /// let goal = Goal::ratio("rtt", params! {}, &rtt, "pitlane::spsc", "rtrb", 1.1).from_issue(4);
@@ -287,40 +296,6 @@ fn goal_cells(g: &GoalResult) -> [String; 4] {
         format!("{}/{}", m.won, m.rounds),
         verdict,
     ]
-}
-
-/// The goal table in markdown (what `pitlane bench --goals` prints and the report opens with).
-pub fn goals_markdown(report: &Report) -> String {
-    let mut md = String::new();
-    if report.goals.is_empty() {
-        md.push_str("No goals are declared by the suites run.\n");
-        return md;
-    }
-    md.push_str(
-        "| goal | target | median ratio [min–max] | rounds won | verdict |\n\
-         |---|---:|---:|---:|---|\n",
-    );
-    for g in &report.goals {
-        let [target, median, won, verdict] = goal_cells(g);
-        let _ = writeln!(
-            md,
-            "| {} | {target} | {median} | {won} | {verdict} |",
-            goal_label(g)
-        );
-    }
-    md
-}
-
-/// What `pitlane bench --goals` prints: the commit and machine, how busy the machine was, and
-/// the goal table.
-pub fn goals_summary(report: &Report) -> String {
-    let mut md = String::new();
-    for line in header_lines(report) {
-        let _ = writeln!(md, "- {line}");
-    }
-    md.push('\n');
-    md.push_str(&goals_markdown(report));
-    md
 }
 
 /// The lines that say how busy the machine was with other work.
@@ -387,421 +362,6 @@ fn header_lines(report: &Report) -> Vec<String> {
     lines
 }
 
-/// `report.md`.
-pub fn markdown(report: &Report) -> String {
-    let mut md = String::from("# pitlane bench report\n\n");
-    for line in header_lines(report) {
-        let _ = writeln!(md, "- {line}");
-    }
-    md.push_str("\n## Goals\n\n");
-    md.push_str(&goals_markdown(report));
-    let all = tables(report);
-    for suite in &report.suites {
-        let _ = writeln!(md, "\n## Suite `{suite}`\n");
-        for note in report.notes.iter().filter(|n| &n.suite == suite) {
-            let _ = writeln!(md, "{}\n", note.text);
-        }
-        for t in all.iter().filter(|t| t.suite == suite) {
-            md.push_str(&markdown_table(report, t));
-        }
-    }
-    md
-}
-
-/// The markdown of one table and its ratios (also what README.md quotes).
-fn markdown_table(report: &Report, t: &Table<'_>) -> String {
-    let cores = report.machine.cores;
-    let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "### {} — `{}` ({}, {})\n",
-        t.workload,
-        t.metric.name,
-        t.metric.unit,
-        direction(t.metric)
-    );
-    if !t.constant.is_empty() {
-        let _ = writeln!(md, "Parameters: {}\n", t.constant.join(", "));
-    }
-    let _ = write!(md, "| subject |");
-    for c in &t.columns {
-        let _ = write!(md, " {} |", t.column_label_in(c, cores, Some(report)));
-    }
-    let _ = write!(md, "\n|---|");
-    for _ in &t.columns {
-        md.push_str("---:|");
-    }
-    md.push('\n');
-    for (subject, peer) in &t.subjects {
-        let label = if *peer {
-            subject.to_string()
-        } else {
-            format!("**{subject}**")
-        };
-        let _ = write!(md, "| {label} |");
-        for c in &t.columns {
-            match t.cell(subject, c) {
-                Some(r) => {
-                    let _ = write!(
-                        md,
-                        " {} [{}–{}] |",
-                        human(r.median),
-                        human(r.min),
-                        human(r.max)
-                    );
-                }
-                None => md.push_str(" – |"),
-            }
-        }
-        md.push('\n');
-    }
-    let rows = ratio_rows(report, t);
-    if !rows.is_empty() {
-        let _ = write!(md, "\n| ours ÷ peer |");
-        for c in &t.columns {
-            let _ = write!(md, " {} |", t.column_label(c, cores));
-        }
-        let _ = write!(md, "\n|---|");
-        for _ in &t.columns {
-            md.push_str("---:|");
-        }
-        md.push('\n');
-        for (ours, peer, cells) in rows {
-            let _ = write!(md, "| {ours} ÷ {peer} |");
-            for cell in cells {
-                match cell {
-                    Some(r) => {
-                        let _ = write!(md, " {} |", ratio_cell(r));
-                    }
-                    None => md.push_str(" – |"),
-                }
-            }
-            md.push('\n');
-        }
-    }
-    md.push('\n');
-    md
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// Inline markdown a note may use (`code`), turned into HTML after escaping.
-fn note_html(text: &str) -> String {
-    let mut out = String::new();
-    for (i, part) in escape(text).split('`').enumerate() {
-        if i % 2 == 1 {
-            let _ = write!(out, "<code>{part}</code>");
-        } else {
-            out.push_str(part);
-        }
-    }
-    out
-}
-
-/// `report.html`: the same tables, plus a bar chart per workload and metric and a line chart
-/// where a workload sweeps thread counts, all inline SVG.
-pub fn html(report: &Report) -> String {
-    let cores = report.machine.cores;
-    let mut h = String::from(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>pitlane bench report</title><style>\
-         body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
-         table{border-collapse:collapse;margin:.5em 0 1em}\
-         td,th{border:1px solid #ccc;padding:.25em .6em}td{text-align:right}\
-         td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}\
-         .ours{font-weight:600}.good{color:#176b1a}.bad{color:#a31515}\
-         .range{color:#777;font-size:.85em}.charts svg{max-width:100%;height:auto}\
-         </style></head><body>\n<h1>pitlane bench report</h1>\n<ul>\n",
-    );
-    for line in header_lines(report) {
-        let _ = writeln!(h, "<li>{}</li>", note_html(&line));
-    }
-    h.push_str("</ul>\n<h2>Goals</h2>\n");
-    if report.goals.is_empty() {
-        h.push_str("<p>No goals are declared by the suites run.</p>\n");
-    } else {
-        h.push_str(
-            "<table><tr><th>goal</th><th>target</th><th>median ratio [min–max]</th>\
-             <th>rounds won</th><th>verdict</th></tr>\n",
-        );
-        for g in &report.goals {
-            let class = match g.verdict() {
-                Some(Verdict::Met) => "good",
-                Some(Verdict::Missed) => "bad",
-                _ => "",
-            };
-            let _ = write!(h, "<tr><td>{}</td>", note_html(&goal_label(g)));
-            let [target, median, won, verdict] = goal_cells(g);
-            let _ = writeln!(
-                h,
-                "<td>{}</td><td>{}</td><td>{won}</td><td class=\"{class}\">{}</td></tr>",
-                escape(&target),
-                escape(&median),
-                escape(&verdict)
-            );
-        }
-        h.push_str("</table>\n");
-    }
-    let all = tables(report);
-    for suite in &report.suites {
-        let _ = writeln!(h, "<h2>Suite <code>{}</code></h2>", escape(suite));
-        for note in report.notes.iter().filter(|n| &n.suite == suite) {
-            let _ = writeln!(h, "<p>{}</p>", note_html(&note.text));
-        }
-        for t in all.iter().filter(|t| t.suite == suite) {
-            let _ = writeln!(
-                h,
-                "<h3>{} — <code>{}</code> ({}, {})</h3>",
-                escape(t.workload),
-                escape(t.metric.name),
-                escape(t.metric.unit),
-                direction(t.metric)
-            );
-            if !t.constant.is_empty() {
-                let _ = writeln!(h, "<p>Parameters: {}</p>", escape(&t.constant.join(", ")));
-            }
-            h.push_str("<div class=\"charts\">\n");
-            match bar_chart(t, cores) {
-                Ok(svg) => h.push_str(&svg),
-                Err(e) => {
-                    let _ = writeln!(h, "<p>(bar chart failed: {})</p>", escape(&e));
-                }
-            }
-            if t.sweeps_threads() {
-                match line_chart(t, cores) {
-                    Ok(svg) => h.push_str(&svg),
-                    Err(e) => {
-                        let _ = writeln!(h, "<p>(line chart failed: {})</p>", escape(&e));
-                    }
-                }
-            }
-            h.push_str("</div>\n<table><tr><th>subject</th>");
-            for c in &t.columns {
-                let label = t.column_label_in(c, cores, Some(report));
-                let _ = write!(h, "<th>{}</th>", escape(&label));
-            }
-            h.push_str("</tr>\n");
-            for (subject, peer) in &t.subjects {
-                let class = if *peer { "" } else { " class=\"ours\"" };
-                let _ = write!(h, "<tr><td{class}>{}</td>", escape(subject));
-                for c in &t.columns {
-                    match t.cell(subject, c) {
-                        Some(r) => {
-                            let _ = write!(
-                                h,
-                                "<td>{} <span class=\"range\">[{}–{}]</span></td>",
-                                human(r.median),
-                                human(r.min),
-                                human(r.max)
-                            );
-                        }
-                        None => h.push_str("<td>–</td>"),
-                    }
-                }
-                h.push_str("</tr>\n");
-            }
-            h.push_str("</table>\n");
-            let rows = ratio_rows(report, t);
-            if !rows.is_empty() {
-                h.push_str("<table><tr><th>ours ÷ peer</th>");
-                for c in &t.columns {
-                    let _ = write!(h, "<th>{}</th>", escape(&t.column_label(c, cores)));
-                }
-                h.push_str("</tr>\n");
-                for (ours, peer, cells) in rows {
-                    let _ = write!(h, "<tr><td>{} ÷ {}</td>", escape(ours), escape(peer));
-                    for cell in cells {
-                        match cell {
-                            Some(r) => {
-                                let class = if r.ours_better { "good" } else { "bad" };
-                                let _ = write!(h, "<td class=\"{class}\">{}</td>", ratio_cell(r));
-                            }
-                            None => h.push_str("<td>–</td>"),
-                        }
-                    }
-                    h.push_str("</tr>\n");
-                }
-                h.push_str("</table>\n");
-            }
-        }
-    }
-    h.push_str("</body></html>\n");
-    h
-}
-
-const CHART_W: u32 = 1000;
-const CHART_H: u32 = 380;
-const LEGEND_W: u32 = 300;
-
-fn plot_err<E: std::fmt::Debug>(e: E) -> String {
-    format!("{e:?}")
-}
-
-/// Draws the subject legend in the right-hand strip.
-fn legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    subjects: &[(&str, bool)],
-) -> Result<(), String> {
-    for (i, (name, peer)) in subjects.iter().enumerate() {
-        let y = 30 + 22 * i as i32;
-        let color = Palette99::pick(i);
-        area.draw(&Rectangle::new([(8, y - 6), (22, y + 6)], color.filled()))
-            .map_err(plot_err)?;
-        let label = if *peer {
-            name.to_string()
-        } else {
-            format!("{name} (ours)")
-        };
-        area.draw(&Text::new(label, (28, y - 7), ("sans-serif", 13)))
-            .map_err(plot_err)?;
-    }
-    Ok(())
-}
-
-fn bar_chart(t: &Table<'_>, cores: usize) -> Result<String, String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (CHART_W, CHART_H)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let (plot, side) = root.split_horizontally(CHART_W - LEGEND_W);
-        let groups: Vec<String> = t.columns.iter().map(|c| t.column_label(c, cores)).collect();
-        let max = t
-            .records
-            .iter()
-            .map(|r| r.max)
-            .fold(0.0_f64, f64::max)
-            .max(f64::MIN_POSITIVE);
-        let n = groups.len();
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(
-                format!("{} — {} ({})", t.workload, t.metric.name, t.metric.unit),
-                ("sans-serif", 17),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(72)
-            .build_cartesian_2d(-0.5_f64..(n as f64 - 0.5), 0_f64..max * 1.08)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(n.max(2))
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < groups.len() {
-                    groups[i as usize].clone()
-                } else {
-                    String::new()
-                }
-            })
-            .y_label_formatter(&|y| human(*y))
-            .y_desc(t.metric.unit)
-            .draw()
-            .map_err(plot_err)?;
-        let k = t.subjects.len().max(1) as f64;
-        let width = 0.8 / k;
-        for (si, (subject, _)) in t.subjects.iter().enumerate() {
-            let color = Palette99::pick(si);
-            let bars = t.columns.iter().enumerate().filter_map(|(gi, c)| {
-                let r = t.cell(subject, c)?;
-                let x0 = gi as f64 - 0.4 + width * si as f64;
-                Some(Rectangle::new(
-                    [(x0, 0.0), (x0 + width * 0.9, r.median)],
-                    color.filled(),
-                ))
-            });
-            chart.draw_series(bars).map_err(plot_err)?;
-            // The min–max range of the rounds, as a thin whisker on each bar.
-            let whiskers = t.columns.iter().enumerate().filter_map(|(gi, c)| {
-                let r = t.cell(subject, c)?;
-                let x = gi as f64 - 0.4 + width * si as f64 + width * 0.45;
-                Some(PathElement::new(vec![(x, r.min), (x, r.max)], BLACK))
-            });
-            chart.draw_series(whiskers).map_err(plot_err)?;
-        }
-        legend(&side, &t.subjects)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
-}
-
-fn line_chart(t: &Table<'_>, cores: usize) -> Result<String, String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (CHART_W, CHART_H)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let (plot, side) = root.split_horizontally(CHART_W - LEGEND_W);
-        let threads: Vec<f64> = t
-            .columns
-            .iter()
-            .map(|c| c.get("threads").and_then(Value::as_f64).unwrap_or(0.0))
-            .collect();
-        let (lo, hi) = threads
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
-                (a.min(x), b.max(x))
-            });
-        let max = t
-            .records
-            .iter()
-            .map(|r| r.median)
-            .fold(0.0_f64, f64::max)
-            .max(f64::MIN_POSITIVE);
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(
-                format!("{} — {} by thread count", t.workload, t.metric.name),
-                ("sans-serif", 17),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(72)
-            .build_cartesian_2d((lo - 0.3)..(hi + 0.3), 0_f64..max * 1.08)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("threads ({cores} cores; more oversubscribes)"))
-            .y_desc(t.metric.unit)
-            .y_label_formatter(&|y| human(*y))
-            .x_labels(((hi - lo) as usize + 1).clamp(2, 16))
-            .x_label_formatter(&|x| {
-                if (x - x.round()).abs() < 1e-6 {
-                    format!("{x:.0}")
-                } else {
-                    String::new()
-                }
-            })
-            .draw()
-            .map_err(plot_err)?;
-        for (si, (subject, _)) in t.subjects.iter().enumerate() {
-            let color = Palette99::pick(si);
-            let points: Vec<(f64, f64)> = t
-                .columns
-                .iter()
-                .zip(&threads)
-                .filter_map(|(c, &x)| Some((x, t.cell(subject, c)?.median)))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(plot_err)?;
-            chart
-                .draw_series(
-                    points
-                        .into_iter()
-                        .map(|p| Circle::new(p, 4, color.filled())),
-                )
-                .map_err(plot_err)?;
-        }
-        legend(&side, &t.subjects)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
-}
-
 /// Where a run's files went.
 #[derive(Debug, Clone)]
 pub struct Written {
@@ -835,7 +395,8 @@ pub fn write(report: &Report, dir: &Path, json: Option<&Path>) -> std::io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::{Bench, Better, Case, Goal, RunConfig, Subject, params};
+    use crate::results::{Better, Goal, params};
+    use crate::runner::{Bench, Case, RunConfig, Subject};
 
     fn sample_report() -> Report {
         let mut bench = Bench::new(RunConfig::quick());
