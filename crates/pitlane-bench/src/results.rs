@@ -265,6 +265,15 @@ impl Goal {
     }
 
     /// Whether a case with `params` is one this goal is about.
+    ///
+    /// ```
+    /// use pitlane_bench::results::{Better, Goal, Metric, params};
+    ///
+    /// let mops = Metric::new("mops_per_s", "Mops/s", Better::Higher);
+    /// let goal = Goal::ratio("pairs", params! {"threads" => 2}, &mops, "ours", "peer", 1.2);
+    /// assert!(goal.picks(&params! {"threads" => 2, "items" => 0}));
+    /// assert!(!goal.picks(&params! {"threads" => 4, "items" => 0}));
+    /// ```
     pub fn picks(&self, params: &Params) -> bool {
         self.params.iter().all(|(k, v)| params.get(k) == Some(v))
     }
@@ -507,6 +516,19 @@ fn round2(x: f64) -> f64 {
 
 /// Every paired ratio of an `ours` record to a `peer` record with the same suite, workload,
 /// params and metric.
+///
+/// ```
+/// use pitlane_bench::results::{Better, Metric, Params, Record, ratios};
+///
+/// let record = |subject: &str, peer: bool, rounds: Vec<f64>| Record {
+///     suite: "s".into(), workload: "w".into(), params: Params::new(),
+///     subject: subject.into(), peer,
+///     metric: Metric::new("ns_per_item", "ns", Better::Lower),
+///     median: 0.0, min: 0.0, max: 0.0, samples: rounds.len(), rounds,
+/// };
+/// let r = ratios(&[record("ours", false, vec![1.0, 2.0, 6.0]), record("peer", true, vec![2.0, 2.0, 3.0])]);
+/// assert_eq!((r[0].ratio, r[0].ratio_min, r[0].ratio_max, r[0].rounds_won), (1.0, 0.5, 2.0, 1));
+/// ```
 pub fn ratios(records: &[Record]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for ours in records.iter().filter(|r| !r.peer && r.metric.ratios) {
@@ -542,6 +564,22 @@ pub fn ratios(records: &[Record]) -> Vec<Ratio> {
 
 /// Measures `goal` (declared by `suite`) from a run's records: the first case that the goal
 /// picks and where both its subjects ran.
+///
+/// ```
+/// use pitlane_bench::results::{Better, Goal, Metric, Params, Record, Verdict, judge};
+///
+/// let mops = Metric::new("mops_per_s", "Mops/s", Better::Higher);
+/// let record = |subject: &str, peer: bool, rounds: Vec<f64>| Record {
+///     suite: "bag".into(), workload: "pairs".into(), params: Params::new(),
+///     subject: subject.into(), peer, metric: mops.clone(),
+///     median: 0.0, min: 0.0, max: 0.0, samples: rounds.len(), rounds,
+/// };
+/// let records = [record("ours", false, vec![30.0, 30.0, 9.0]), record("peer", true, vec![10.0; 3])];
+/// let goal = Goal::ratio("pairs", Params::new(), &mops, "ours", "peer", 2.0);
+/// let result = judge("bag", &goal, &records, &[]);
+/// // Median 3.0, two rounds of three at least 2x: met.
+/// assert_eq!(result.verdict(), Some(Verdict::Met));
+/// ```
 pub fn judge(suite: &str, goal: &Goal, records: &[Record], case_busy: &[CaseBusy]) -> GoalResult {
     let mut result = GoalResult {
         suite: suite.to_string(),
