@@ -3,7 +3,7 @@
 //!
 //! Each pattern runs on two threads at once, each thread doing `OPS` operations; the figure
 //! is all operations of both threads per second of wall time (Mops/s, the `bag` suite's
-//! unit). The patterns are subjects of one case of the shared harness: a warm-up round, then
+//! unit). The patterns are subjects of one case of the bench runner: a warm-up round, then
 //! interleaved rounds in rotated order, reported as median [min–max].
 //!
 //! - `fetch_add, one line`: both threads `fetch_add` one word.
@@ -27,7 +27,8 @@ use std::thread;
 use std::time::Instant;
 
 use crossbeam_utils::{Backoff, CachePadded};
-use pitlane_bench::harness::{Bench, Better, Case, Metric, RunConfig, RunResult, Subject, params};
+use pitlane_bench::results::{Better, Metric, params};
+use pitlane_bench::runner::{Bench, Case, RunConfig, RunResult, Subject};
 
 /// Operations per thread per run.
 const OPS: usize = 2_000_000;

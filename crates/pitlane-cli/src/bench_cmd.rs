@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use pitlane_bench::env::MachineState;
-use pitlane_bench::harness::{Bench, RunConfig};
+use pitlane_bench::runner::{Bench, RunConfig};
 use pitlane_bench::suites::{self, Suite};
 
 use crate::UsageError;
@@ -17,9 +17,16 @@ pub struct BenchArgs {
     /// List the suites and their workloads, and exit.
     #[arg(long)]
     list: bool,
-    /// Reduced sizes and fewer rounds; every workload and subject still runs.
+    /// Reduced sizes and shorter rounds (5 of them); every workload and subject still runs.
     #[arg(long)]
     quick: bool,
+    /// Measured rounds per workload (after the warm-up), instead of 5 (--quick) or 7.
+    #[arg(long, value_name = "N")]
+    rounds: Option<String>,
+    /// Print only the goal table (met, missed or unsure per goal) on stdout; the report is still
+    /// written. Exits 0 whatever the verdicts: it is a report, not a gate.
+    #[arg(long)]
+    goals: bool,
     /// Thread counts for workloads that sweep them, e.g. 1,2,4.
     #[arg(long, value_name = "LIST")]
     threads: Option<String>,
@@ -45,6 +52,17 @@ pub fn parse_subjects(list: &str) -> Result<Vec<String>, String> {
         ));
     }
     Ok(parts)
+}
+
+/// Parses a round count: 1 to 1000.
+pub fn parse_rounds(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "malformed round count '{text}': expected a number of rounds from 1 to 1000 \
+             (e.g. --rounds 9)"
+        )),
+    }
 }
 
 /// Parses `1,2,4`: positive integers separated by commas.
@@ -92,6 +110,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
             for w in suite.workloads() {
                 println!("    {:<20} {}", w.name, w.about);
             }
+            for goal in suite.goals() {
+                println!(
+                    "    goal: {}",
+                    pitlane_bench::report::goal_text(suite.name(), &goal)
+                );
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -123,6 +147,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
         .map(parse_subjects)
         .transpose()
         .map_err(UsageError)?;
+    let rounds = args
+        .rounds
+        .as_deref()
+        .map(parse_rounds)
+        .transpose()
+        .map_err(UsageError)?;
     check_writable_dir(&args.out).map_err(UsageError)?;
     if let Some(json) = &args.json {
         check_writable_file(json).map_err(UsageError)?;
@@ -132,12 +162,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
         quick: args.quick,
         threads,
         subjects,
+        rounds,
     });
     bench.machine_state("before the run", MachineState::probe());
     for suite in chosen {
         eprintln!("pitlane bench: running suite '{}'", suite.name());
-        bench.begin_suite(suite.name());
-        if let Err(e) = suite.run(&mut bench) {
+        if let Err(e) = suites::run(&mut bench, suite) {
             eprintln!("error: benchmark aborted: {e}");
             return Ok(ExitCode::FAILURE);
         }
@@ -164,12 +194,23 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
         written.dir.display(),
         written.json.display()
     );
+    if args.goals {
+        print!("{}", pitlane_bench::report::goals_summary(&report));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_subjects, parse_threads};
+    use super::{parse_rounds, parse_subjects, parse_threads};
+
+    #[test]
+    fn round_counts() {
+        assert_eq!(parse_rounds("9"), Ok(9));
+        for bad in ["", "0", "x", "-1", "1001", "2.5"] {
+            assert!(parse_rounds(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
 
     #[test]
     fn subject_lists_parse_and_empty_parts_are_rejected() {

@@ -104,3 +104,55 @@ fn a_subject_filter_that_matches_nothing_is_an_error() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn malformed_round_count_is_a_one_line_error() {
+    assert_one_line_error(
+        &["bench", "locks", "--rounds", "0"],
+        "malformed round count",
+    );
+}
+
+#[test]
+fn list_names_the_goals() {
+    let (code, stdout, _) = pitlane(&["bench", "--list"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("goal: spsc `throughput` (capacity=2048): pitlane::spsc ÷ rtrb"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn goals_prints_only_the_goal_table_and_exits_zero() {
+    let dir = std::env::temp_dir().join(format!("pitlane-cli-goals-{}", std::process::id()));
+    // Only the pattern check runs (the checker's searches are slow in a debug build), so the
+    // lincheck goal is listed as not run; the verdicts themselves are the harness's tests.
+    let (code, stdout, stderr) = pitlane(&[
+        "bench",
+        "lincheck",
+        "--quick",
+        "--rounds",
+        "1",
+        "--subjects",
+        "queue_patterns",
+        "--goals",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("| goal | target |"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "| lincheck `linearizable` (history_threads=4, ops_per_thread=8): \
+             pitlane_lincheck::Checker, `histories_per_cpu_s` | ≥ 100 k histories/CPU-s | – | – | not run |"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Busy elsewhere during the run"), "{stdout}");
+    assert!(!stdout.contains("## Suite"), "only the goals: {stdout}");
+    let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["records"][0]["samples"], 1, "{json}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

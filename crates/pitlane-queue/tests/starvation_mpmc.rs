@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pitlane_queue::mpmc::Queue;
-use pitlane_sync::stress::run_threads;
+use pitlane_testkit::stress::run_threads;
 
 /// Pushes of one run.
 const PUSHES: usize = 256;

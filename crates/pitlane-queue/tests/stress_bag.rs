@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Only our own atomics synchronize the threads here (no `std::sync::Mutex`), and the threads
-//! are started with `pitlane_sync::stress::run_threads` (`pthread_create`/`pthread_join`, which
+//! are started with `pitlane_testkit::stress::run_threads` (`pthread_create`/`pthread_join`, which
 //! ThreadSanitizer sees), so that ThreadSanitizer runs judge the structures and nothing else.
 #![cfg(not(pitlane_loom))]
 
@@ -21,7 +21,7 @@ use pitlane_queue::mpmc::{self, Queue};
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::{self, Stack};
 use pitlane_queue::{PopError, WeakBag};
-use pitlane_sync::stress::run_threads;
+use pitlane_testkit::stress::run_threads;
 
 /// Threads per run; more than the two cores of the test machines, on purpose.
 const THREADS: usize = 4;

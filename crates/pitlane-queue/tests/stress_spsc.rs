@@ -10,10 +10,10 @@ use std::thread;
 
 use pitlane_queue::spsc::{Builder, Consumer, Producer, PushError};
 use pitlane_sync::spin::TtasMutex;
-use pitlane_sync::stress::run_threads;
+use pitlane_testkit::stress::run_threads;
 
 /// Runs `produce(producer)` and `consume(consumer)` at once on two POSIX threads, which
-/// ThreadSanitizer sees start and end (see `pitlane_sync::stress`). The ends are handed over
+/// ThreadSanitizer sees start and end (see `pitlane_testkit::stress`). The ends are handed over
 /// through spin locks of our own, for the same reason.
 fn on_two_threads<P: Send, C: Send>(
     producer: P,

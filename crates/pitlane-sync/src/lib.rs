@@ -10,15 +10,11 @@
 //!   implementations.
 //! - [`tagged`]: [`TaggedIndex`], an index and a generation packed in one `AtomicU64` (20 and
 //!   44 bits unless the type says otherwise), the word an ABA-safe freelist compares and swaps.
-//! - [`stress`]: POSIX threads for stress tests, so that ThreadSanitizer sees how a test
-//!   hands data to its threads and back.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 pub mod shim;
 pub mod spin;
-#[cfg(all(unix, not(pitlane_loom)))]
-pub mod stress;
 pub mod tagged;
 
 pub use tagged::{Tagged, TaggedIndex};

@@ -7,7 +7,7 @@ use std::cell::UnsafeCell;
 
 use lock_api::RawMutex;
 use pitlane_sync::spin::{RawTas, RawTasBackoff, RawTtas};
-use pitlane_sync::stress::run_threads;
+use pitlane_testkit::stress::run_threads;
 
 const THREADS: usize = 4;
 const PER_THREAD: u64 = 200_000;

@@ -4,7 +4,8 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use crate::harness::{Bench, BenchError};
+use crate::results::Goal;
+use crate::runner::{Bench, BenchError};
 
 pub mod bag;
 pub mod lincheck;
@@ -28,8 +29,33 @@ pub trait Suite {
     fn about(&self) -> &'static str;
     /// The workloads, for `--list`.
     fn workloads(&self) -> &'static [Workload];
+    /// The goals the project set this suite (ours against a peer, with a target), which the
+    /// report opens with; none by default.
+    fn goals(&self) -> Vec<Goal> {
+        Vec::new()
+    }
     /// Runs every workload through `bench` (whose suite section is already begun).
     fn run(&self, bench: &mut Bench) -> Result<(), BenchError>;
+}
+
+/// Runs `suite` through `bench`: begins its section, declares its goals, runs its workloads.
+///
+/// ```
+/// use pitlane_bench::runner::{Bench, RunConfig};
+/// use pitlane_bench::suites::{self, Suite};
+///
+/// let suites = suites::all();
+/// let locks: &dyn Suite = suites.iter().find(|s| s.name() == "locks").unwrap().as_ref();
+/// let mut bench = Bench::new(RunConfig { threads: Some(vec![1]), rounds: Some(1), ..RunConfig::quick() });
+/// suites::run(&mut bench, locks).unwrap();
+/// assert!(!bench.finish().records.is_empty());
+/// ```
+pub fn run(bench: &mut Bench, suite: &dyn Suite) -> Result<(), BenchError> {
+    bench.begin_suite(suite.name());
+    for goal in suite.goals() {
+        bench.goal(goal);
+    }
+    suite.run(bench)
 }
 
 /// Every suite, in report order.
@@ -56,5 +82,5 @@ pub(crate) fn timer_overhead_ns() -> f64 {
             (t1 - t0).as_nanos() as f64
         })
         .collect();
-    crate::harness::median(&samples).unwrap_or(0.0)
+    crate::stats::median(&samples).unwrap_or(0.0)
 }

@@ -11,7 +11,7 @@
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! let sum = AtomicU64::new(0);
-//! let per_thread = pitlane_sync::stress::run_threads(4, |t| {
+//! let per_thread = pitlane_testkit::stress::run_threads(4, |t| {
 //!     sum.fetch_add(t as u64, Ordering::Relaxed);
 //!     t * 10
 //! });

@@ -1,5 +1,5 @@
-//! The harness every suite shares: warm-up, interleaved repetitions, correctness checks,
-//! records and ratios.
+//! The runner every suite shares: warm-up, interleaved rounds, correctness checks, and the
+//! records, paired ratios and goal verdicts of a run.
 //!
 //! A suite describes *cases*: one workload at one set of parameters, with the metrics it
 //! produces and the subjects (ours and peers) that run it. [`Bench::measure`] runs a case:
@@ -8,14 +8,26 @@
 //! 2. `reps` rounds, every subject once per round, the order rotated each round
 //!    (A B C, B C A, C A B, …) so that no subject always runs first or last while the
 //!    machine drifts between its fast and slow states;
-//! 3. per subject and metric, the median, min and max over the rounds become a [`Record`].
+//! 3. per subject and metric, the median, min and max over the rounds become a [`Record`];
+//! 4. per pair of ours and a peer, the ratio of each round (ours ÷ peer of the same round)
+//!    becomes a [`Ratio`](crate::results::Ratio) ([`crate::stats::paired`]): the median of
+//!    those per-round ratios, their min and max, and how many rounds ours won. A machine
+//!    that drifts between rounds moves both sides of a round together, so the paired ratio
+//!    cancels the drift where a ratio of two medians would not.
+//!
+//! A suite declares [`Goal`]s (ours against a peer, with a target ratio); [`Bench::finish`]
+//! judges each: met when the median ratio meets the target and at least two thirds of the
+//! rounds met it, unsure when only the median does, missed otherwise. Around each case the
+//! runner reads the kernel's CPU counters ([`crate::busy`]) to say how busy the machine was
+//! with other work while it ran.
 //!
 //! A subject's run returns one value per metric, or an error when the run produced a wrong
 //! answer (a value lost, duplicated or out of order); an error aborts the whole benchmark, so a
 //! wrong structure can never print a fast number.
 //!
 //! ```
-//! use pitlane_bench::harness::{Bench, Better, Case, Metric, RunConfig, Subject, params};
+//! use pitlane_bench::results::{Better, Metric, params};
+//! use pitlane_bench::runner::{Bench, Case, RunConfig, Subject};
 //!
 //! let mut bench = Bench::new(RunConfig::quick());
 //! bench.begin_suite("demo");
@@ -25,101 +37,21 @@
 //!     .subject(Subject::peer("std", || Ok(vec![2.0])));
 //! bench.measure(case).unwrap();
 //! let report = bench.finish();
-//! assert_eq!(report.ratios[0].ratio, 0.5);
-//! assert!(report.ratios[0].ours_better);
+//! let ratio = &report.ratios[0];
+//! assert_eq!((ratio.ratio, ratio.rounds, ratio.rounds_won), (0.5, 5, 5));
+//! assert!(ratio.ours_better);
 //! ```
 
 use std::fmt;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
-
+use crate::busy::{Busy, CpuSample};
 use crate::env::{Machine, MachineState};
-
-/// Which direction of a metric is good.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Better {
-    /// Times and latencies.
-    Lower,
-    /// Throughputs.
-    Higher,
-}
-
-impl Better {
-    /// `"lower"` or `"higher"`, as in results.json.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Better::Lower => "lower",
-            Better::Higher => "higher",
-        }
-    }
-
-    /// Whether `ratio` (ours / peer) favours ours.
-    pub fn ours_better(self, ratio: f64) -> bool {
-        match self {
-            Better::Lower => ratio < 1.0,
-            Better::Higher => ratio > 1.0,
-        }
-    }
-}
-
-/// A quantity a case reports, with a stable `snake_case` name.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Metric {
-    /// Stable identifier, e.g. `ns_per_item`.
-    pub name: &'static str,
-    /// Unit, e.g. `ns`, `pairs/s`.
-    pub unit: &'static str,
-    /// Which direction is good.
-    pub better: Better,
-    /// Whether ours-versus-peer ratios are computed for it (not for a figure that explains
-    /// another, such as a backlog that is often zero).
-    pub ratios: bool,
-}
-
-impl Metric {
-    /// A metric, with ratios.
-    pub const fn new(name: &'static str, unit: &'static str, better: Better) -> Self {
-        Self {
-            name,
-            unit,
-            better,
-            ratios: true,
-        }
-    }
-
-    /// The same metric, recorded (and reported) for every subject but never put in a ratio.
-    ///
-    /// ```
-    /// use pitlane_bench::harness::{Better, Metric};
-    ///
-    /// let backlog = Metric::new("backlog_items", "items", Better::Lower).without_ratios();
-    /// assert!(!backlog.ratios);
-    /// ```
-    pub const fn without_ratios(self) -> Self {
-        Self {
-            ratios: false,
-            ..self
-        }
-    }
-}
-
-/// Parameters of a case, in the order written (keys per BENCHMARKS.md: `threads`,
-/// `processes`, `capacity`, `queues`, `tasks`, `batch`, `size`, `items`).
-pub type Params = Map<String, Value>;
-
-/// Builds [`Params`]: `params! {"threads" => 2, "items" => 1000}`.
-#[macro_export]
-macro_rules! params {
-    ($($key:expr => $value:expr),* $(,)?) => {{
-        #[allow(unused_mut)]
-        let mut map = $crate::harness::Params::new();
-        $( map.insert(::std::string::String::from($key), ::serde_json::json!($value)); )*
-        map
-    }};
-}
-pub use crate::params;
+use crate::results::{
+    CaseBusy, Goal, Metric, Note, Params, Record, Report, fmt_params, judge, ratios,
+};
+use crate::stats::summarize;
 
 /// What a subject's run produced: one value per metric of its case, in the case's order.
 pub type RunResult = Result<Vec<f64>, String>;
@@ -197,6 +129,8 @@ pub struct RunConfig {
     /// `--subjects`: when set, only subjects whose name contains one of these strings
     /// (ignoring case) are measured; the others are left out of the report.
     pub subjects: Option<Vec<String>>,
+    /// `--rounds`: measured rounds per case, instead of the default of [`reps`](Self::reps).
+    pub rounds: Option<usize>,
 }
 
 impl RunConfig {
@@ -206,6 +140,7 @@ impl RunConfig {
             quick: false,
             threads: None,
             subjects: None,
+            rounds: None,
         }
     }
 
@@ -215,12 +150,21 @@ impl RunConfig {
             quick: true,
             threads: None,
             subjects: None,
+            rounds: None,
         }
     }
 
-    /// Measured repetitions per case (after the warm-up): 3 quick, 7 full.
+    /// Measured rounds per case (after the warm-up): `--rounds` if given, else 5 quick and 7
+    /// full.
+    ///
+    /// ```
+    /// use pitlane_bench::runner::RunConfig;
+    ///
+    /// assert_eq!(RunConfig::quick().reps(), 5);
+    /// assert_eq!(RunConfig { rounds: Some(9), ..RunConfig::quick() }.reps(), 9);
+    /// ```
     pub fn reps(&self) -> usize {
-        if self.quick { 3 } else { 7 }
+        self.rounds.unwrap_or(if self.quick { 5 } else { 7 })
     }
 
     /// The thread counts to sweep: `--threads` if given, else the suite's default.
@@ -244,9 +188,10 @@ impl RunConfig {
         }
     }
 
-    /// A run duration: `full_ms` milliseconds, a fifth of that when quick.
+    /// A run duration: `full_ms` milliseconds, an eighth of that when quick (a quick run has
+    /// 5 rounds, and all suites must still finish within 3 minutes on 2 cores).
     pub fn duration(&self, full_ms: u64) -> Duration {
-        Duration::from_millis(if self.quick { full_ms / 5 } else { full_ms })
+        Duration::from_millis(if self.quick { full_ms / 8 } else { full_ms })
     }
 }
 
@@ -275,199 +220,17 @@ impl fmt::Display for BenchError {
 
 impl std::error::Error for BenchError {}
 
-/// One measured point: a subject's metric at one case, over the repetitions.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Record {
-    /// Suite name.
-    pub suite: String,
-    /// Workload name.
-    pub workload: String,
-    /// Parameters.
-    pub params: Params,
-    /// Subject name.
-    pub subject: String,
-    /// Whether the subject is a peer (not pitlane's).
-    pub peer: bool,
-    /// Metric.
-    pub metric: Metric,
-    /// Median over the repetitions.
-    pub median: f64,
-    /// Smallest repetition.
-    pub min: f64,
-    /// Largest repetition.
-    pub max: f64,
-    /// Number of repetitions.
-    pub samples: usize,
-}
-
-/// Ours divided by a peer's median, for one suite, workload, params and metric.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Ratio {
-    /// Suite name.
-    pub suite: String,
-    /// Workload name.
-    pub workload: String,
-    /// Parameters.
-    pub params: Params,
-    /// Metric.
-    pub metric: Metric,
-    /// Our subject.
-    pub ours: String,
-    /// The peer.
-    pub peer: String,
-    /// `ours.median / peer.median`.
-    pub ratio: f64,
-    /// The ratio read in the metric's direction.
-    pub ours_better: bool,
-}
-
-/// Free-text remarks a suite attaches to its section of the report (how latency was timed,
-/// which thread counts oversubscribe the machine).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Note {
-    /// Suite name.
-    pub suite: String,
-    /// The remark (markdown).
-    pub text: String,
-}
-
-/// Everything a run produced.
-#[derive(Clone, Debug)]
-pub struct Report {
-    /// The machine and build.
-    pub machine: Machine,
-    /// Whether the run was `--quick`.
-    pub quick: bool,
-    /// Suites in the order run.
-    pub suites: Vec<String>,
-    /// Every measured point.
-    pub records: Vec<Record>,
-    /// Every ours-versus-peer ratio.
-    pub ratios: Vec<Ratio>,
-    /// Suite remarks.
-    pub notes: Vec<Note>,
-    /// How the machine behaved, probed at the moments named (see [`MachineState`]); not part
-    /// of `results.json`, whose schema is fixed.
-    pub machine_states: Vec<(String, MachineState)>,
-}
-
-impl Report {
-    /// results.json, exactly in BENCHMARKS.md's schema.
-    pub fn to_json(&self) -> Value {
-        let records: Vec<Value> = self
-            .records
-            .iter()
-            .map(|r| {
-                json!({
-                    "suite": r.suite,
-                    "workload": r.workload,
-                    "params": r.params,
-                    "subject": r.subject,
-                    "peer": r.peer,
-                    "metric": r.metric.name,
-                    "unit": r.metric.unit,
-                    "better": r.metric.better.as_str(),
-                    "median": r.median,
-                    "min": r.min,
-                    "max": r.max,
-                    "samples": r.samples,
-                })
-            })
-            .collect();
-        let ratios: Vec<Value> = self
-            .ratios
-            .iter()
-            .map(|r| {
-                json!({
-                    "suite": r.suite,
-                    "workload": r.workload,
-                    "params": r.params,
-                    "metric": r.metric.name,
-                    "ours": r.ours,
-                    "peer": r.peer,
-                    "ratio": r.ratio,
-                    "ours_better": r.ours_better,
-                })
-            })
-            .collect();
-        json!({
-            "pitlane_version": env!("CARGO_PKG_VERSION"),
-            "git_commit": self.machine.git_commit,
-            "machine": {
-                "cpu": self.machine.cpu,
-                "cores": self.machine.cores,
-                "os": self.machine.os,
-                "rustc": self.machine.rustc,
-            },
-            "records": records,
-            "ratios": ratios,
-        })
-    }
-}
-
-/// The median of `samples` (mean of the middle two for an even count). `None` when empty or
-/// when a sample is NaN.
-pub fn median(samples: &[f64]) -> Option<f64> {
-    if samples.is_empty() || samples.iter().any(|s| s.is_nan()) {
-        return None;
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 1 {
-        sorted[mid]
-    } else {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    })
-}
-
-/// Summarises one subject's samples of one metric.
-pub fn summarize(samples: &[f64]) -> Option<(f64, f64, f64)> {
-    let median = median(samples)?;
-    let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    Some((median, min, max))
-}
-
-/// Every ratio of an `ours` record to a `peer` record with the same suite, workload, params and
-/// metric.
-pub fn ratios(records: &[Record]) -> Vec<Ratio> {
-    let mut out = Vec::new();
-    for ours in records.iter().filter(|r| !r.peer && r.metric.ratios) {
-        for peer in records.iter().filter(|r| {
-            r.peer
-                && r.suite == ours.suite
-                && r.workload == ours.workload
-                && r.params == ours.params
-                && r.metric.name == ours.metric.name
-        }) {
-            if peer.median == 0.0 {
-                continue;
-            }
-            let ratio = ours.median / peer.median;
-            out.push(Ratio {
-                suite: ours.suite.clone(),
-                workload: ours.workload.clone(),
-                params: ours.params.clone(),
-                metric: ours.metric.clone(),
-                ours: ours.subject.clone(),
-                peer: peer.subject.clone(),
-                ratio,
-                ours_better: ours.metric.better.ours_better(ratio),
-            });
-        }
-    }
-    out
-}
-
 /// Runs cases and collects their records.
 pub struct Bench {
     config: RunConfig,
     suite: String,
     suites: Vec<String>,
     records: Vec<Record>,
+    goals: Vec<(String, Goal)>,
     notes: Vec<Note>,
     machine_states: Vec<(String, MachineState)>,
+    started: Option<CpuSample>,
+    case_busy: Vec<CaseBusy>,
     progress: indicatif::ProgressBar,
 }
 
@@ -486,8 +249,11 @@ impl Bench {
             suite: String::new(),
             suites: Vec::new(),
             records: Vec::new(),
+            goals: Vec::new(),
             notes: Vec::new(),
             machine_states: Vec::new(),
+            started: CpuSample::now(),
+            case_busy: Vec::new(),
             progress,
         }
     }
@@ -497,10 +263,15 @@ impl Bench {
         &self.config
     }
 
-    /// Starts the section of suite `name`; later cases and notes belong to it.
+    /// Starts the section of suite `name`; later cases, goals and notes belong to it.
     pub fn begin_suite(&mut self, name: &str) {
         self.suite = name.to_string();
         self.suites.push(name.to_string());
+    }
+
+    /// Declares a goal of the current suite; [`finish`](Self::finish) judges it.
+    pub fn goal(&mut self, goal: Goal) {
+        self.goals.push((self.suite.clone(), goal));
     }
 
     /// Attaches a remark to the current suite's section of the report.
@@ -531,7 +302,11 @@ impl Bench {
             fmt_params(&case.params)
         );
         let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); case.metrics.len()]; n];
+        let mut before = None;
         for round in 0..=reps {
+            if round == 1 {
+                before = CpuSample::now();
+            }
             for k in 0..n {
                 let i = (k + round) % n;
                 let subject = &mut case.subjects[i];
@@ -561,6 +336,16 @@ impl Bench {
                 }
             }
         }
+        if let (Some(before), Some(after)) = (before, CpuSample::now())
+            && let Some(busy) = Busy::between(&before, &after)
+        {
+            self.case_busy.push(CaseBusy {
+                suite: self.suite.clone(),
+                workload: case.workload.to_string(),
+                params: case.params.clone(),
+                busy,
+            });
+        }
         for (subject, per_metric) in case.subjects.iter().zip(samples) {
             for (metric, values) in case.metrics.iter().zip(per_metric) {
                 let Some((median, min, max)) = summarize(&values) else {
@@ -580,50 +365,47 @@ impl Bench {
                     min,
                     max,
                     samples: values.len(),
+                    rounds: values,
                 });
             }
         }
         Ok(())
     }
 
-    /// Ends the run: computes ratios and captures the machine.
+    /// Ends the run: computes ratios, judges the goals and captures the machine.
     pub fn finish(self) -> Report {
         self.progress.finish_and_clear();
         let ratios = ratios(&self.records);
+        let goals = self
+            .goals
+            .iter()
+            .map(|(suite, goal)| judge(suite, goal, &self.records, &self.case_busy))
+            .collect();
+        let busy = match (self.started, CpuSample::now()) {
+            (Some(a), Some(b)) => Busy::between(&a, &b),
+            _ => None,
+        };
         Report {
             machine: Machine::capture(),
             quick: self.config.quick,
+            rounds: self.config.reps(),
             suites: self.suites,
             records: self.records,
             ratios,
+            goals,
             notes: self.notes,
             machine_states: self.machine_states,
+            busy,
+            case_busy: self.case_busy,
         }
     }
-}
-
-/// `threads=2, items=1000`.
-pub fn fmt_params(params: &Params) -> String {
-    params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert_eq!(median(&[7.0]), Some(7.0));
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[1.0, f64::NAN]), None);
-        assert_eq!(summarize(&[5.0, 1.0, 9.0, 2.0, 4.0]), Some((4.0, 1.0, 9.0)));
-    }
+    use crate::results::{Better, Verdict, params};
+    use serde_json::{Value, json};
 
     /// A subject that returns the given samples in turn (first one for the warm-up).
     fn scripted<'a>(name: &str, peer: bool, values: Vec<f64>) -> Subject<'a> {
@@ -662,8 +444,11 @@ mod tests {
     }
 
     #[test]
-    fn measure_discards_warm_up_and_computes_ratios() {
-        let mut bench = Bench::new(RunConfig::quick()); // 3 rounds + warm-up
+    fn measure_discards_warm_up_and_computes_paired_ratios() {
+        let mut bench = Bench::new(RunConfig {
+            rounds: Some(3),
+            ..RunConfig::quick()
+        });
         bench.begin_suite("synthetic");
         let lower = Metric::new("ns_per_item", "ns", Better::Lower);
         let case = Case::new("w", params! {"threads" => 2}, vec![lower])
@@ -684,6 +469,7 @@ mod tests {
             (ours.median, ours.min, ours.max, ours.samples),
             (2.0, 1.0, 3.0, 3)
         );
+        assert_eq!(ours.rounds, [3.0, 1.0, 2.0]);
         assert_eq!(report.records[1].median, 6.0);
         assert_eq!(report.ratios.len(), 3);
         let by = |peer: &str, metric: &str| {
@@ -694,36 +480,256 @@ mod tests {
                 .unwrap()
                 .clone()
         };
+        // Per round 3/4, 1/8, 2/6.
         let a = by("peerA", "ns_per_item");
         assert!((a.ratio - 2.0 / 6.0).abs() < 1e-12);
+        assert_eq!((a.ratio_min, a.ratio_max), (0.125, 0.75));
+        assert_eq!((a.rounds, a.rounds_won), (3, 3));
         assert!(a.ours_better);
         let b = by("peerB", "ns_per_item");
-        assert_eq!(b.ratio, 2.0);
+        assert_eq!((b.ratio, b.ratio_min, b.ratio_max), (2.0, 1.0, 3.0));
+        // A tie (round 2: 1 against 1) is not a round won.
+        assert_eq!(b.rounds_won, 0);
         assert!(!b.ours_better);
         let t = by("peerA", "ops_per_s");
         assert_eq!(t.ratio, 4.0);
+        assert_eq!(t.rounds_won, 3);
         assert!(t.ours_better);
+    }
 
-        let json = report.to_json();
-        assert_eq!(json["records"][0]["better"], "lower");
-        assert_eq!(json["records"][0]["params"]["threads"], 2);
-        assert_eq!(json["ratios"][0]["ours"], "ours");
-        let keys: Vec<&str> = json
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(|k| k.as_str())
-            .collect();
+    /// The machine drifts from a slow state to a fast one in the middle of round 3, between
+    /// ours and the peer: ours is 10% faster in every round, but its median comes from the
+    /// slow rounds and the peer's from the fast ones, so the ratio of medians says ours is 9x
+    /// slower. The paired ratio (round by round) still says 0.9 and that ours won 4 rounds of
+    /// 5 (it lost the round the drift split).
+    #[test]
+    fn a_paired_median_resists_a_drift_that_flips_the_ratio_of_medians() {
+        let slow = 10.0;
+        let fast = 1.0;
+        // Rounds 1..5: ours ran in slow, slow, slow, fast, fast; the peer in slow, slow,
+        // fast, fast, fast. Each value is 0.9 (ours) or 1.0 (peer) times the state's cost.
+        let ours = vec![
+            0.0,
+            0.9 * slow,
+            0.9 * slow,
+            0.9 * slow,
+            0.9 * fast,
+            0.9 * fast,
+        ];
+        let peer = vec![0.0, slow, slow, fast, fast, fast];
+        let mut bench = Bench::new(RunConfig::quick());
+        bench.begin_suite("drift");
+        let m = Metric::new("ns_per_item", "ns", Better::Lower);
+        bench.goal(Goal::ratio("w", Params::new(), &m, "ours", "peer", 0.95));
+        let case = Case::new("w", Params::new(), vec![m])
+            .subject(scripted("ours", false, ours))
+            .subject(scripted("peer", true, peer));
+        bench.measure(case).unwrap();
+        let report = bench.finish();
+
+        let median_of = |s: &str| {
+            report
+                .records
+                .iter()
+                .find(|r| r.subject == s)
+                .unwrap()
+                .median
+        };
+        let of_medians = median_of("ours") / median_of("peer");
+        assert!((of_medians - 9.0).abs() < 1e-9, "{of_medians}");
+        assert!(!Better::Lower.ours_better(of_medians));
+
+        let ratio = &report.ratios[0];
+        assert!((ratio.ratio - 0.9).abs() < 1e-9, "{ratio:?}");
+        assert!(ratio.ours_better);
+        assert_eq!((ratio.rounds, ratio.rounds_won), (5, 4));
+        assert!((ratio.ratio_max - 9.0).abs() < 1e-9);
+
+        let goal = &report.goals[0];
+        assert_eq!(goal.verdict(), Some(Verdict::Met));
+        assert_eq!(goal.measured.unwrap().won, 4);
+    }
+
+    #[test]
+    fn goals_are_met_missed_unsure_or_not_measured() {
+        let mut bench = Bench::new(RunConfig::quick());
+        bench.begin_suite("g");
+        let higher = Metric::new("mops_per_s", "Mops/s", Better::Higher);
+        for t in [1, 2] {
+            // At 2 threads ours is 1.5x the peer in 3 rounds of 5 and 1.1x in the others.
+            let ours = if t == 1 {
+                vec![0.0, 30.0, 30.0, 30.0, 30.0, 30.0]
+            } else {
+                vec![0.0, 15.0, 11.0, 15.0, 11.0, 15.0]
+            };
+            let case = Case::new(
+                "pairs",
+                params! {"threads" => t, "items" => 0},
+                vec![higher.clone()],
+            )
+            .subject(scripted("ours", false, ours))
+            .subject(scripted(
+                "peer",
+                true,
+                vec![0.0, 10.0, 10.0, 10.0, 10.0, 10.0],
+            ));
+            bench.measure(case).unwrap();
+        }
+        let at = |t: i32, target: f64| {
+            Goal::ratio(
+                "pairs",
+                params! {"threads" => t},
+                &higher,
+                "ours",
+                "peer",
+                target,
+            )
+        };
+        bench.goal(at(1, 2.0).from_issue(5)); // 3.0 in every round: met
+        bench.goal(at(2, 1.4)); // median 1.5, but 3 rounds of 5 meet 1.4: unsure
+        bench.goal(at(2, 2.0)); // missed
+        bench.goal(at(4, 1.0)); // no case at 4 threads: not measured
+        bench.goal(Goal::figure(
+            "pairs",
+            params! {"threads" => 2},
+            &higher,
+            "ours",
+            11.0,
+        ));
+        let report = bench.finish();
+        let verdicts: Vec<Option<Verdict>> = report.goals.iter().map(|g| g.verdict()).collect();
         assert_eq!(
-            keys,
+            verdicts,
+            [
+                Some(Verdict::Met),
+                Some(Verdict::Unsure),
+                Some(Verdict::Missed),
+                None,
+                Some(Verdict::Met)
+            ]
+        );
+        let json = report.to_json();
+        assert_eq!(
+            json["goals"].as_array().unwrap().len(),
+            4,
+            "unmeasured goals are left out"
+        );
+        assert_eq!(json["goals"][1]["verdict"], "unsure");
+        assert_eq!(json["goals"][1]["rounds_won"], 3);
+        assert_eq!(json["goals"][4]["peer"], Value::Null);
+    }
+
+    /// results.json has the keys of docs/benchmarks.md, in order, with values of the right
+    /// types.
+    #[test]
+    fn results_json_follows_the_schema() {
+        let mut bench = Bench::new(RunConfig::quick());
+        bench.begin_suite("spsc");
+        let m = Metric::new("ns_per_item", "ns", Better::Lower);
+        bench.goal(
+            Goal::ratio(
+                "throughput",
+                params! {"capacity" => 2048},
+                &m,
+                "pitlane::spsc",
+                "rtrb",
+                0.8,
+            )
+            .from_issue(4),
+        );
+        let case = Case::new(
+            "throughput",
+            params! {"capacity" => 2048, "threads" => 2},
+            vec![m],
+        )
+        .subject(Subject::ours("pitlane::spsc", || Ok(vec![3.0])))
+        .subject(Subject::peer("rtrb", || Ok(vec![4.0])));
+        bench.measure(case).unwrap();
+        let json = bench.finish().to_json();
+
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        assert_eq!(
+            keys(&json),
             [
                 "pitlane_version",
                 "git_commit",
                 "machine",
                 "records",
-                "ratios"
+                "ratios",
+                "goals",
+                "machine_busy"
             ]
         );
+        assert_eq!(keys(&json["machine"]), ["cpu", "cores", "os", "rustc"]);
+        assert_eq!(
+            keys(&json["records"][0]),
+            [
+                "suite", "workload", "params", "subject", "peer", "metric", "unit", "better",
+                "median", "min", "max", "samples"
+            ]
+        );
+        assert_eq!(
+            keys(&json["ratios"][0]),
+            [
+                "suite",
+                "workload",
+                "params",
+                "metric",
+                "ours",
+                "peer",
+                "ratio",
+                "ratio_min",
+                "ratio_max",
+                "rounds",
+                "rounds_won",
+                "ours_better"
+            ]
+        );
+        assert_eq!(
+            keys(&json["goals"][0]),
+            [
+                "suite",
+                "workload",
+                "params",
+                "metric",
+                "ours",
+                "peer",
+                "target",
+                "ratio",
+                "rounds",
+                "rounds_won",
+                "verdict"
+            ]
+        );
+        let ratio = &json["ratios"][0];
+        assert_eq!(ratio["ratio"], 0.75);
+        assert_eq!(ratio["rounds"], 5);
+        assert_eq!(ratio["rounds_won"], 5);
+        assert_eq!(ratio["ours_better"], true);
+        assert_eq!(json["records"][0]["samples"], 5);
+        assert_eq!(json["records"][0]["better"], "lower");
+        assert_eq!(json["records"][0]["params"]["threads"], 2);
+        let goal = &json["goals"][0];
+        assert_eq!(goal["params"], json!({"capacity": 2048}));
+        assert_eq!(
+            (goal["target"].as_f64(), goal["verdict"].as_str()),
+            (Some(0.8), Some("met"))
+        );
+        // Linux has /proc: the run says how busy the machine was.
+        if std::path::Path::new("/proc/stat").exists() {
+            let busy = &json["machine_busy"];
+            assert_eq!(
+                keys(busy),
+                [
+                    "steal_pct",
+                    "other_cpu_pct",
+                    "load_avg_max",
+                    "busy_workloads"
+                ]
+            );
+            assert!(busy["steal_pct"].is_number() && busy["other_cpu_pct"].is_number());
+            assert!(busy["busy_workloads"].is_array());
+        }
     }
 
     #[test]
@@ -743,7 +749,9 @@ mod tests {
                 Ok(vec![1.0])
             }));
         bench.measure(case).unwrap();
-        assert_eq!(order.into_inner(), ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a']);
+        // The warm-up and five rounds.
+        let expected = ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a', 'a', 'b', 'b', 'a'];
+        assert_eq!(order.into_inner(), expected);
     }
 
     #[test]

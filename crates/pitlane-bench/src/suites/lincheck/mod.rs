@@ -32,7 +32,8 @@ use pitlane_lincheck::synthetic::{lose_one_push, queue_history};
 use pitlane_lincheck::{Checker, History, Shape, Verdict};
 
 use super::{Suite, Workload};
-use crate::harness::{Bench, BenchError, Better, Case, Metric, Subject, params};
+use crate::results::{Better, Goal, Metric, params};
+use crate::runner::{Bench, BenchError, Case, Subject};
 
 /// The suite.
 pub struct Lincheck;
@@ -68,6 +69,21 @@ impl Suite for Lincheck {
 
     fn workloads(&self) -> &'static [Workload] {
         WORKLOADS
+    }
+
+    /// Issue 3: at least 100,000 checked linearizable 4 x 8 histories per second on one core.
+    /// No other crate checks linearizability, so the goal is a figure, not a ratio.
+    fn goals(&self) -> Vec<Goal> {
+        vec![
+            Goal::figure(
+                "linearizable",
+                params! {"history_threads" => 4, "ops_per_thread" => 8},
+                &Metric::new("histories_per_cpu_s", "histories/CPU-s", Better::Higher),
+                "pitlane_lincheck::Checker",
+                100_000.0,
+            )
+            .from_issue(3),
+        ]
     }
 
     fn run(&self, bench: &mut Bench) -> Result<(), BenchError> {

@@ -22,7 +22,8 @@ use pitlane_sync::spin::{RawTas, RawTasBackoff, RawTtas};
 use pitlane_sync::{Tagged, TaggedIndex};
 
 use super::{Suite, Workload, new_histogram, timer_overhead_ns};
-use crate::harness::{Bench, BenchError, Better, Case, Metric, Subject, params};
+use crate::results::{Better, Metric, params};
+use crate::runner::{Bench, BenchError, Case, Subject};
 
 /// Objects in the pool.
 pub const OBJECTS: u32 = 4096;

@@ -34,7 +34,8 @@ use pitlane_queue::spsc as pitlane;
 
 use self::baselines::{FastForward, Lamport, McRingBuffer, Ticker};
 use super::{Suite, Workload};
-use crate::harness::{Bench, BenchError, Better, Case, Metric, RunResult, Subject, params};
+use crate::results::{Better, Goal, Metric, params};
+use crate::runner::{Bench, BenchError, Case, RunResult, Subject};
 
 /// The suite.
 pub struct Spsc;
@@ -93,6 +94,40 @@ impl Suite for Spsc {
 
     fn workloads(&self) -> &'static [Workload] {
         WORKLOADS
+    }
+
+    /// Issue 4: the B-Queue at most 0.8x rtrb's ns per item in `throughput` at both
+    /// capacities, at most 0.7x in `multi_queue` at 8 and 16 queues, at most 1.1x in `rtt`.
+    fn goals(&self) -> Vec<Goal> {
+        let ours = PitlaneSpsc::<true>::NAME;
+        let peer = Rtrb::NAME;
+        let throughput = [PAPER_CAPACITY, LARGE_CAPACITY].map(|capacity| {
+            Goal::ratio(
+                "throughput",
+                params! {"capacity" => capacity},
+                &ns_per_item(),
+                ours,
+                peer,
+                0.8,
+            )
+        });
+        let multi = [8, 16].map(|queues| {
+            Goal::ratio(
+                "multi_queue",
+                params! {"queues" => queues},
+                &ns_per_item(),
+                ours,
+                peer,
+                0.7,
+            )
+        });
+        let rtt = Goal::ratio("rtt", params! {}, &rtt_metric(), ours, peer, 1.1);
+        throughput
+            .into_iter()
+            .chain(multi)
+            .chain([rtt])
+            .map(|g| g.from_issue(4))
+            .collect()
     }
 
     fn run(&self, bench: &mut Bench) -> Result<(), BenchError> {
@@ -175,7 +210,7 @@ impl Suite for Spsc {
         let mut case = Case::new(
             "rtt",
             params! {"threads" => 2, "capacity" => PAPER_CAPACITY, "batch" => PAPER_BATCH},
-            vec![Metric::new("ns_per_round_trip", "ns", Better::Lower)],
+            vec![rtt_metric()],
         );
         for subject in all_lanes(Shape::RoundTrip { run_for: rtt_for }) {
             case.push(subject);
@@ -214,6 +249,10 @@ impl Suite for Spsc {
         }
         Ok(())
     }
+}
+
+fn rtt_metric() -> Metric {
+    Metric::new("ns_per_round_trip", "ns", Better::Lower)
 }
 
 fn ns_per_item() -> Metric {
@@ -592,7 +631,7 @@ impl Segments {
 
     /// The median segment's ns per item.
     fn median(&self) -> Result<f64, String> {
-        crate::harness::median(&self.per_item_ns).ok_or_else(|| "no segment was timed".into())
+        crate::stats::median(&self.per_item_ns).ok_or_else(|| "no segment was timed".into())
     }
 }
 
@@ -785,7 +824,7 @@ fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Duration) -> RunR
         let echoed = echo.join().map_err(|_| "the echo thread panicked")?;
         outcome?;
         echoed?;
-        let median = crate::harness::median(&per_round_ns).ok_or("no round trip was timed")?;
+        let median = crate::stats::median(&per_round_ns).ok_or("no round trip was timed")?;
         Ok(vec![median])
     })
 }

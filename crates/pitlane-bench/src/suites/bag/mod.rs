@@ -43,7 +43,8 @@ use pitlane_queue::mpmc;
 use pitlane_queue::stack::Stack;
 
 use super::{Suite, Workload};
-use crate::harness::{Bench, BenchError, Better, Case, Metric, RunResult, Subject, params};
+use crate::results::{Better, Goal, Metric, params};
+use crate::runner::{Bench, BenchError, Case, RunResult, Subject};
 
 /// The suite.
 pub struct Bag;
@@ -93,6 +94,39 @@ impl Suite for Bag {
 
     fn workloads(&self) -> &'static [Workload] {
         WORKLOADS
+    }
+
+    /// Issue 5, Mops/s: Bagpipe over the queue at least 2x SegQueue on `pairs` at 2 threads
+    /// and 1.5x at 4; the queue at least 1.2x SegQueue on `pairs` and `producer_consumer` at 2
+    /// threads; the stack at least `parking_lot::Mutex<Vec>` at 2 threads (`pairs`,
+    /// `pairs_prefilled` and `producer_consumer`).
+    fn goals(&self) -> Vec<Goal> {
+        let segqueue = <crossbeam_queue::SegQueue<u64> as BagSubject>::NAME;
+        let mutex_vec = <parking_lot::Mutex<Vec<u64>> as BagSubject>::NAME;
+        let bagpipe = <Bagpipe<mpmc::Queue<u64>> as BagSubject>::NAME;
+        let queue = <mpmc::Queue<u64> as BagSubject>::NAME;
+        let stack = <Stack<u64> as BagSubject>::NAME;
+        let mops = Metric::new("mops_per_s", "Mops/s", Better::Higher);
+        let goal = |workload: &str, threads: usize, ours: &str, peer: &str, target: f64| {
+            Goal::ratio(
+                workload,
+                params! {"threads" => threads},
+                &mops,
+                ours,
+                peer,
+                target,
+            )
+            .from_issue(5)
+        };
+        vec![
+            goal("pairs", 2, bagpipe, segqueue, 2.0),
+            goal("pairs", 4, bagpipe, segqueue, 1.5),
+            goal("pairs", 2, queue, segqueue, 1.2),
+            goal("producer_consumer", 2, queue, segqueue, 1.2),
+            goal("pairs", 2, stack, mutex_vec, 1.0),
+            goal("pairs_prefilled", 2, stack, mutex_vec, 1.0),
+            goal("producer_consumer", 2, stack, mutex_vec, 1.0),
+        ]
     }
 
     fn run(&self, bench: &mut Bench) -> Result<(), BenchError> {

@@ -1,0 +1,58 @@
+//! pitlane: lock-free lanes for values between threads, each one measured against the crate
+//! its users would otherwise pick and checked for linearizability.
+//!
+//! This crate is the one dependency to add; it re-exports the product crates, each behind a
+//! feature of the same name (all on by default):
+//!
+//! | module | feature | crate | what it holds |
+//! |---|---|---|---|
+//! | [`queue`] | `queue` | `pitlane-queue` | the B-Queue SPSC, a fetch-and-add MPMC queue, a Treiber stack, the Bagpipe bag |
+//! | [`sync`] | `sync` | `pitlane-sync` | test-and-set spin locks, an ABA-safe tagged index, the loom shim |
+//!
+//! ```
+//! use pitlane::queue::mpmc::Queue;
+//! use pitlane::sync::spin::TasMutex;
+//!
+//! let queue = Queue::new();
+//! let total = TasMutex::new(0_u64);
+//! std::thread::scope(|s| {
+//!     s.spawn(|| (1..=100).for_each(|i| queue.push(i)));
+//!     s.spawn(|| {
+//!         let mut taken = 0;
+//!         while taken < 100 {
+//!             if let Some(i) = queue.pop() {
+//!                 *total.lock() += i;
+//!                 taken += 1;
+//!             }
+//!         }
+//!     });
+//! });
+//! assert_eq!(*total.lock(), 5050);
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+/// Lock-free lanes for values between threads (the `pitlane-queue` crate).
+///
+/// ```
+/// let (mut tx, mut rx) = pitlane::queue::spsc::channel::<u32>(16);
+/// tx.try_push(7).unwrap();
+/// assert_eq!(rx.try_pop(), Ok(7));
+/// ```
+#[cfg(feature = "queue")]
+pub use pitlane_queue as queue;
+
+/// The floor: spin locks, the tagged index, the loom shim (the `pitlane-sync` crate).
+///
+/// ```
+/// let lock = pitlane::sync::spin::TasBackoffMutex::new(vec![1, 2]);
+/// lock.lock().push(3);
+/// assert_eq!(lock.lock().len(), 3);
+/// ```
+#[cfg(feature = "sync")]
+pub use pitlane_sync as sync;
+
+/// The README's examples, compiled and run as doctests so that they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
