@@ -74,14 +74,14 @@
 //! CAS on the cell it sits in, whatever pipe that is (the item's handle names the cell); see
 //! [`revoke`](crate::revoke).
 
-use core::cell::{Cell, RefCell};
+use core::cell::Cell;
 use core::fmt;
 
 use crossbeam_utils::CachePadded;
 use pitlane_sync::shim::atomic::{AtomicUsize, Ordering};
 
 use crate::revoke::{Revocable, RevocableBag};
-use crate::weak_bag::{PopError, WeakBag};
+use crate::weak_bag::{BagHandle, PopError, PushError, WeakBag};
 
 /// The most pipes a Bagpipe may have.
 pub const MAX_PIPES: usize = 1 << 16;
@@ -266,14 +266,22 @@ impl<B: WeakBag> Bagpipe<B> {
                 (salt as usize).wrapping_add(made),
                 salt ^ made as u64,
             )),
-            sessions: RefCell::new(self.pipes.iter().map(|pipe| pipe.session()).collect()),
+            pipes: self.pipes.iter().map(|pipe| pipe.handle()).collect(),
             operations: Cell::new(0),
         }
     }
 
-    /// One round: each pipe gets at most one attempt; fails only if all of them lost a race.
+    /// One round: each pipe gets at most one attempt; fails only if all of them failed:
+    /// [`PushError::Full`] if every pipe was full, else [`PushError::Transient`].
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, mpmc::Queue};
+    ///
+    /// let bag: Bagpipe<Queue<i32>> = Bagpipe::new();
+    /// assert!(bag.try_push(5).is_ok());
+    /// ```
     #[inline]
-    pub fn try_push(&self, item: B::Item) -> Result<(), B::Item> {
+    pub fn try_push(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
         with_thread_walk(|walk| {
             self.push_walk(walk, item, self.pipes.len(), |i, item| {
                 self.pipes[i].try_push(item)
@@ -282,6 +290,9 @@ impl<B: WeakBag> Bagpipe<B> {
     }
 
     /// Pushes `item`, walking the pipes until one takes it.
+    ///
+    /// # Panics
+    /// If every pipe is full (see [`PushError::Full`]).
     ///
     /// ```
     /// use pitlane_queue::bagpipe::Bagpipe;
@@ -337,56 +348,71 @@ impl<B: WeakBag> Bagpipe<B> {
     }
 
     /// Walks from the push position, giving `item` to `attempt` on each pipe, until one takes
-    /// it or `budget` attempts have failed (a budget of 0 counts as 1). A failure moves the
-    /// push position on: the thread leaves a contended pipe.
+    /// it, `budget` attempts have lost races (a budget of 0 counts as 1), or `pipe_count()`
+    /// pipes in a row were full. A failure moves the push position on: the thread leaves a
+    /// contended (or full) pipe.
     #[inline]
     fn push_walk(
         &self,
         walk: &Cell<Walk>,
         item: B::Item,
         budget: usize,
-        attempt: impl Fn(usize, B::Item) -> Result<(), B::Item>,
-    ) -> Result<(), B::Item> {
+        attempt: impl Fn(usize, B::Item) -> Result<(), PushError<B::Item>>,
+    ) -> Result<(), PushError<B::Item>> {
         match attempt(walk.get().push_at & self.mask, item) {
             Ok(()) => Ok(()),
-            Err(item) => self.push_walk_contended(walk, item, budget, attempt),
+            Err(first) => self.push_walk_contended(walk, first, budget, attempt),
         }
     }
 
-    /// [`push_walk`](Self::push_walk) with no budget: it ends only when a pipe takes the item.
+    /// [`push_walk`](Self::push_walk) with no budget: it ends when a pipe takes the item, or
+    /// panics when every pipe is full.
     #[inline]
     fn push_walk_until_taken(
         &self,
         walk: &Cell<Walk>,
         item: B::Item,
-        attempt: impl Fn(usize, B::Item) -> Result<(), B::Item>,
+        attempt: impl Fn(usize, B::Item) -> Result<(), PushError<B::Item>>,
     ) {
-        if self.push_walk(walk, item, usize::MAX, attempt).is_err() {
-            unreachable!("an unbounded walk only ends in success")
+        if let Err(error) = self.push_walk(walk, item, usize::MAX, attempt) {
+            crate::weak_bag::full(error.into_inner())
         }
     }
 
-    #[cold]
+    /// The rest of a walk whose first attempt failed with `first`. Not `#[cold]`: under
+    /// contention it runs often; it is only kept out of line.
+    #[inline(never)]
     fn push_walk_contended(
         &self,
         walk: &Cell<Walk>,
-        item: B::Item,
+        first: PushError<B::Item>,
         budget: usize,
-        attempt: impl Fn(usize, B::Item) -> Result<(), B::Item>,
-    ) -> Result<(), B::Item> {
+        attempt: impl Fn(usize, B::Item) -> Result<(), PushError<B::Item>>,
+    ) -> Result<(), PushError<B::Item>> {
         let mut current = walk.get();
-        let mut item = item;
-        let mut failures = 1;
+        let (mut transients, mut full_run) = match first {
+            PushError::Transient(_) => (1, 0),
+            PushError::Full(_) => (0, 1),
+        };
+        let mut item = first.into_inner();
         let outcome = loop {
             current.push_at = current.push_at.wrapping_add(current.stride);
-            if failures >= budget {
-                break Err(item);
+            if full_run >= self.pipes.len() {
+                break Err(PushError::Full(item));
+            }
+            if transients >= budget.max(1) {
+                break Err(PushError::Transient(item));
             }
             match attempt(current.push_at & self.mask, item) {
                 Ok(()) => break Ok(()),
-                Err(back) => {
+                Err(PushError::Transient(back)) => {
                     item = back;
-                    failures += 1;
+                    transients += 1;
+                    full_run = 0;
+                }
+                Err(PushError::Full(back)) => {
+                    item = back;
+                    full_run += 1;
                 }
             }
         };
@@ -437,7 +463,9 @@ impl<B: WeakBag> Bagpipe<B> {
         }
     }
 
-    #[cold]
+    /// The rest of a pop walk whose first attempt failed. Not `#[cold]`: under contention, and
+    /// whenever the pop position's pipe is empty, it runs often; it is only kept out of line.
+    #[inline(never)]
     fn pop_walk_contended(
         &self,
         walk: &Cell<Walk>,
@@ -486,7 +514,7 @@ where
     }
 
     /// One round of [`try_push_revocable`](RevocableBag::try_push_revocable) over the pipes.
-    pub fn try_push_revocable(&self, item: B::Item) -> Result<(), B::Item> {
+    pub fn try_push_revocable(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
         with_thread_walk(|walk| {
             self.push_walk(walk, item, self.pipes.len(), |i, item| {
                 self.pipes[i].try_push_revocable(item)
@@ -533,70 +561,82 @@ where
     }
 }
 
-/// Operations between two refreshes of a handle's session.
+/// Operations between two releases of the pipe handles' pins.
 const REFRESH_EVERY: u32 = 256;
 
 /// One thread's walk through a [`Bagpipe`]: its positions and an odd stride, and a
-/// [session](WeakBag::session) on every pipe, ended and reopened every 256 operations (for
-/// queue pipes an epoch pin, so that no operation pins on its own; for stack pipes a stash of
-/// free nodes).
+/// [`BagHandle`] on every pipe (for queue pipes an epoch pin, so that no operation pins on its
+/// own; for stack pipes a stash of free nodes). Every 256 operations it
+/// [releases](BagHandle::release) the pipe handles, which lets queue pipes' pins go (so that
+/// retired memory can be reclaimed) and keeps stack pipes' stashes.
 ///
-/// A handle is cheap to make and not `Sync` (nor `Send` when its pipes' sessions are not, as
+/// A handle is cheap to make and not `Sync` (nor `Send` when its pipes' handles are not, as
 /// for queues): make one per thread, and drop it when the thread stops using the Bagpipe for a
-/// while (a queue's session held by an idle thread delays the reclamation of retired memory
+/// while (a queue pipe's pin held by an idle thread delays the reclamation of retired memory
 /// process-wide).
-pub struct Handle<'a, B: WeakBag> {
+pub struct Handle<'a, B: WeakBag + 'a> {
     bagpipe: &'a Bagpipe<B>,
     walk: Cell<Walk>,
-    /// One session per pipe, renewed every [`REFRESH_EVERY`] operations.
-    sessions: RefCell<Vec<B::Session<'a>>>,
+    /// One handle per pipe.
+    pipes: Box<[B::Handle<'a>]>,
     operations: Cell<u32>,
 }
 
 impl<B: WeakBag> Handle<'_, B> {
-    /// Counts an operation, refreshing the session every [`REFRESH_EVERY`].
+    /// Counts an operation, releasing the pipe handles every [`REFRESH_EVERY`].
     #[inline]
     fn tick(&self) {
         let done = self.operations.get().wrapping_add(1);
         self.operations.set(done);
         if done % REFRESH_EVERY == 0 {
-            self.refresh();
+            self.release_pipes();
         }
     }
 
-    /// Ends every session and opens new ones (an epoch pin is renewed this way, so that memory
-    /// retired since can be reclaimed).
     #[cold]
-    fn refresh(&self) {
-        let mut sessions = self.sessions.borrow_mut();
-        sessions.clear();
-        sessions.extend(self.bagpipe.pipes.iter().map(|pipe| pipe.session()));
+    fn release_pipes(&self) {
+        self.pipes.iter().for_each(BagHandle::release);
     }
 
-    /// One round of pushes: fails only if every pipe's attempt lost a race.
+    /// One round of pushes: fails only if every pipe's attempt failed.
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+    /// assert!(bag.handle().try_push(1).is_ok());
+    /// ```
     #[inline]
-    pub fn try_push(&self, item: B::Item) -> Result<(), B::Item> {
+    pub fn try_push(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
         self.tick();
-        let sessions = self.sessions.borrow();
         let pipes = self.bagpipe.pipes.len();
         self.bagpipe.push_walk(&self.walk, item, pipes, |i, item| {
-            self.bagpipe.pipes[i].try_push_in(item, &sessions[i])
+            self.pipes[i].try_push(item)
         })
     }
 
     /// Pushes `item`, walking until a pipe takes it.
+    ///
+    /// # Panics
+    /// If every pipe is full (see [`PushError::Full`]).
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+    /// bag.handle().push(1);
+    /// assert_eq!(bag.pop(), Some(1));
+    /// ```
     #[inline]
     pub fn push(&self, item: B::Item) {
         self.tick();
-        let sessions = self.sessions.borrow();
         self.bagpipe
-            .push_walk_until_taken(&self.walk, item, |i, item| {
-                self.bagpipe.pipes[i].try_push_in(item, &sessions[i])
-            })
+            .push_walk_until_taken(&self.walk, item, |i, item| self.pipes[i].try_push(item))
     }
 
-    /// The bail-out push: walks until a pipe takes `item` or `give_up_after` attempts have lost
-    /// races (0 counts as 1), and then hands the item back so the caller can use a fallback.
+    /// The bail-out push: walks until a pipe takes `item`, `give_up_after` attempts have lost
+    /// races (0 counts as 1; then [`PushError::Transient`]), or every pipe was full in a row
+    /// ([`PushError::Full`]), and then hands the item back so the caller can use a fallback.
     ///
     /// ```
     /// use pitlane_queue::{bagpipe::Bagpipe, mpmc::Queue};
@@ -606,35 +646,48 @@ impl<B: WeakBag> Handle<'_, B> {
     /// assert_eq!(handle.push_bounded(3, 4), Ok(()));
     /// ```
     #[inline]
-    pub fn push_bounded(&self, item: B::Item, give_up_after: usize) -> Result<(), B::Item> {
+    pub fn push_bounded(
+        &self,
+        item: B::Item,
+        give_up_after: usize,
+    ) -> Result<(), PushError<B::Item>> {
         self.tick();
-        let sessions = self.sessions.borrow();
         self.bagpipe
             .push_walk(&self.walk, item, give_up_after, |i, item| {
-                self.bagpipe.pipes[i].try_push_in(item, &sessions[i])
+                self.pipes[i].try_push(item)
             })
     }
 
     /// One round of pops: an item, or [`PopError::Empty`] if every pipe reported empty, or
     /// [`PopError::Transient`].
+    ///
+    /// ```
+    /// use pitlane_queue::{PopError, bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+    /// assert_eq!(bag.handle().try_pop(), Err(PopError::Empty));
+    /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<B::Item, PopError> {
         self.tick();
-        let sessions = self.sessions.borrow();
-        self.bagpipe.pop_round(&self.walk, |i| {
-            self.bagpipe.pipes[i].try_pop_in(&sessions[i])
-        })
+        self.bagpipe
+            .pop_round(&self.walk, |i| self.pipes[i].try_pop())
     }
 
     /// Pops, walking until an item comes; `None` after `pipe_count()` consecutive empty pipes.
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+    /// bag.push(8);
+    /// assert_eq!(bag.handle().pop(), Some(8));
+    /// ```
     #[inline]
     pub fn pop(&self) -> Option<B::Item> {
         self.tick();
-        let sessions = self.sessions.borrow();
         self.bagpipe
-            .pop_walk(&self.walk, usize::MAX, |i| {
-                self.bagpipe.pipes[i].try_pop_in(&sessions[i])
-            })
+            .pop_walk(&self.walk, usize::MAX, |i| self.pipes[i].try_pop())
             .ok()
     }
 
@@ -654,13 +707,18 @@ impl<B: WeakBag> Handle<'_, B> {
     #[inline]
     pub fn pop_bounded(&self, give_up_after: usize) -> Result<B::Item, PopError> {
         self.tick();
-        let sessions = self.sessions.borrow();
-        self.bagpipe.pop_walk(&self.walk, give_up_after, |i| {
-            self.bagpipe.pipes[i].try_pop_in(&sessions[i])
-        })
+        self.bagpipe
+            .pop_walk(&self.walk, give_up_after, |i| self.pipes[i].try_pop())
     }
 
     /// The Bagpipe this handle walks.
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u8>> = Bagpipe::new();
+    /// assert!(std::ptr::eq(bag.handle().bagpipe(), &bag));
+    /// ```
     pub fn bagpipe(&self) -> &Bagpipe<B> {
         self.bagpipe
     }
@@ -671,6 +729,25 @@ where
     B::Item: Revocable,
 {
     /// Pushes `item` with tracking, walking until a pipe takes it.
+    ///
+    /// ```
+    /// use pitlane_queue::bagpipe::Bagpipe;
+    /// use pitlane_queue::revoke::{Revocable, RevokeHandle};
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// struct Page(RevokeHandle);
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let page = Page(RevokeHandle::new());
+    /// let bag: Bagpipe<Stack<&Page>> = Bagpipe::new();
+    /// bag.handle().push_revocable(&page);
+    /// assert!(page.0.is_in_bag());
+    /// ```
     pub fn push_revocable(&self, item: B::Item) {
         self.tick();
         self.bagpipe
@@ -701,10 +778,39 @@ impl<B: WeakBag> fmt::Debug for Bagpipe<B> {
     }
 }
 
+impl<B: WeakBag> BagHandle for Handle<'_, B> {
+    type Item = B::Item;
+
+    #[inline]
+    fn try_push(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
+        Handle::try_push(self, item)
+    }
+
+    #[inline]
+    fn try_pop(&self) -> Result<B::Item, PopError> {
+        Handle::try_pop(self)
+    }
+
+    #[inline]
+    fn push(&self, item: B::Item) {
+        Handle::push(self, item)
+    }
+
+    #[inline]
+    fn pop(&self) -> Option<B::Item> {
+        Handle::pop(self)
+    }
+
+    /// Releases every pipe's handle.
+    fn release(&self) {
+        self.release_pipes();
+    }
+}
+
 impl<B: WeakBag> WeakBag for Bagpipe<B> {
     type Item = B::Item;
 
-    fn try_push(&self, item: B::Item) -> Result<(), B::Item> {
+    fn try_push(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
         Bagpipe::try_push(self, item)
     }
 
@@ -724,31 +830,13 @@ impl<B: WeakBag> WeakBag for Bagpipe<B> {
         Bagpipe::size_guess(self)
     }
 
-    type Session<'a>
+    type Handle<'a>
         = Handle<'a, B>
     where
         Self: 'a;
 
-    fn session(&self) -> Handle<'_, B> {
-        self.handle()
-    }
-
-    #[inline]
-    fn try_push_in(&self, item: B::Item, session: &Handle<'_, B>) -> Result<(), B::Item> {
-        if core::ptr::eq(session.bagpipe, self) {
-            session.try_push(item)
-        } else {
-            self.try_push(item)
-        }
-    }
-
-    #[inline]
-    fn try_pop_in(&self, session: &Handle<'_, B>) -> Result<B::Item, PopError> {
-        if core::ptr::eq(session.bagpipe, self) {
-            session.try_pop()
-        } else {
-            self.try_pop()
-        }
+    fn handle(&self) -> Handle<'_, B> {
+        Bagpipe::handle(self)
     }
 }
 
@@ -756,7 +844,7 @@ impl<B: RevocableBag> RevocableBag for Bagpipe<B>
 where
     B::Item: Revocable,
 {
-    fn try_push_revocable(&self, item: B::Item) -> Result<(), B::Item> {
+    fn try_push_revocable(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
         Bagpipe::try_push_revocable(self, item)
     }
 
@@ -767,6 +855,58 @@ where
     unsafe fn revoke(item: &B::Item) -> bool {
         // SAFETY: forwarded from the caller.
         unsafe { B::revoke(item) }
+    }
+}
+
+/// The Bagpipe's items, in no particular order, as [`Bagpipe::into_iter`] hands them out.
+///
+/// ```
+/// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+///
+/// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+/// (0..4).for_each(|i| bag.push(i));
+/// let mut all: Vec<u32> = bag.into_iter().collect();
+/// all.sort();
+/// assert_eq!(all, [0, 1, 2, 3]);
+/// ```
+pub struct IntoIter<B> {
+    pipes: std::vec::IntoIter<CachePadded<B>>,
+    current: Option<B>,
+}
+
+impl<B: WeakBag> Iterator for IntoIter<B> {
+    type Item = B::Item;
+
+    fn next(&mut self) -> Option<B::Item> {
+        loop {
+            if let Some(item) = self.current.as_ref().and_then(WeakBag::pop) {
+                return Some(item);
+            }
+            self.current = Some(CachePadded::into_inner(self.pipes.next()?));
+        }
+    }
+}
+
+impl<B: WeakBag> core::iter::FusedIterator for IntoIter<B> {}
+
+impl<B: WeakBag> fmt::Debug for IntoIter<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IntoIter")
+            .field("pipes_left", &self.pipes.len())
+            .finish()
+    }
+}
+
+impl<B: WeakBag> IntoIterator for Bagpipe<B> {
+    type Item = B::Item;
+    type IntoIter = IntoIter<B>;
+
+    /// Drains the Bagpipe it consumes, pipe by pipe.
+    fn into_iter(self) -> IntoIter<B> {
+        IntoIter {
+            pipes: self.pipes.into_vec().into_iter(),
+            current: None,
+        }
     }
 }
 

@@ -24,4 +24,4 @@ pub mod stack;
 pub mod weak_bag;
 
 pub use error::{PopError, PushError};
-pub use weak_bag::WeakBag;
+pub use weak_bag::{BagHandle, WeakBag};

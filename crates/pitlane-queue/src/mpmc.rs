@@ -142,7 +142,7 @@ use pitlane_sync::shim::hint::spin_loop;
 use crate::barrier;
 use crate::revoke::{self, Revocable, RevocableBag};
 use crate::slot::{self, EMPTY, FULL, REVOKED, Slot, TAKEN, WRITING};
-use crate::weak_bag::{PopError, WeakBag};
+use crate::weak_bag::{BagHandle, PopError, PushError, WeakBag};
 
 /// Cells per segment unless the type says otherwise.
 pub const DEFAULT_SEGMENT: usize = 1024;
@@ -191,10 +191,11 @@ use reclaim::{Guard, pin};
 ///
 /// See the [module documentation](self) for the algorithm and its guarantees.
 pub struct Queue<T, const SEGMENT: usize = DEFAULT_SEGMENT> {
-    /// The segment pops take tickets from. Never null; it is `tail` or a predecessor of it.
+    /// The segment pops take tickets from: `tail` or a predecessor of it; null until the first
+    /// push.
     head: CachePadded<AtomicPtr<Segment<T, SEGMENT>>>,
-    /// The segment pushes take tickets from. Never null; it is the last segment or the one
-    /// before it (between the link of a new segment and the CAS that moves `tail`).
+    /// The segment pushes take tickets from: the last segment or the one before it (between
+    /// the link of a new segment and the CAS that moves `tail`); null until the first push.
     tail: CachePadded<AtomicPtr<Segment<T, SEGMENT>>>,
     /// Segments retired under loom, freed on drop; linked through `Segment::retired_next`.
     #[cfg(pitlane_loom)]
@@ -473,24 +474,32 @@ enum Slow<T> {
 }
 
 impl<T> Queue<T> {
-    /// An empty queue with [`DEFAULT_SEGMENT`] cells per segment (one segment is allocated at
-    /// once).
+    /// An empty queue with [`DEFAULT_SEGMENT`] cells per segment. It allocates nothing until
+    /// the first push, and can be a `static`:
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
     ///
-    /// let queue = Queue::new();
-    /// queue.push(1);
-    /// assert_eq!(queue.pop(), Some(1));
+    /// static JOBS: Queue<u32> = Queue::new();
+    ///
+    /// JOBS.push(1);
+    /// assert_eq!(JOBS.pop(), Some(1));
     /// ```
+    #[cfg(not(pitlane_loom))]
+    pub const fn new() -> Self {
+        Self::with_segment_size()
+    }
+
+    /// An empty queue with [`DEFAULT_SEGMENT`] cells per segment.
+    #[cfg(pitlane_loom)]
     pub fn new() -> Self {
         Self::with_segment_size()
     }
 }
 
 impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
-    /// An empty queue with the segment size its type names (one segment is allocated at once).
-    /// A segment size of 0 is a compile-time error.
+    /// An empty queue with the segment size its type names; it allocates nothing until the
+    /// first push. A segment size of 0 is a compile-time error.
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
@@ -499,17 +508,62 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// small.push(1);
     /// assert_eq!(small.pop(), Some(1));
     /// ```
-    pub fn with_segment_size() -> Self {
-        barrier::init();
-        let first = Box::into_raw(Segment::new(0));
+    #[cfg(not(pitlane_loom))]
+    pub const fn with_segment_size() -> Self {
+        const { assert!(SEGMENT > 0, "a segment needs at least one cell") };
         Self {
-            head: CachePadded::new(AtomicPtr::new(first)),
-            tail: CachePadded::new(AtomicPtr::new(first)),
-            #[cfg(pitlane_loom)]
-            retired: AtomicPtr::new(ptr::null_mut()),
-            #[cfg(not(pitlane_loom))]
+            head: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+            tail: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
             pool: AtomicPtr::new(ptr::null_mut()),
             _owns: PhantomData,
+        }
+    }
+
+    /// An empty queue with the segment size its type names.
+    #[cfg(pitlane_loom)]
+    pub fn with_segment_size() -> Self {
+        Self {
+            head: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+            tail: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+            retired: AtomicPtr::new(ptr::null_mut()),
+            _owns: PhantomData,
+        }
+    }
+
+    /// The first push of the queue's life found no segment: make segment 0 (or help the push
+    /// that is making it) and return it. Also decides, once per process, how plain values are
+    /// published (see the `barrier` module).
+    #[cold]
+    #[inline(never)]
+    fn first_segment(&self) -> *mut Segment<T, SEGMENT> {
+        barrier::init();
+        let mut first = self.head.load(Ordering::Acquire);
+        if first.is_null() {
+            let fresh = Box::into_raw(Segment::new(0));
+            first = match self.head.compare_exchange(
+                ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => fresh,
+                Err(installed) => {
+                    // SAFETY: the CAS failed, so no other thread ever saw `fresh`.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    installed
+                }
+            };
+        }
+        // `tail` is null until it names segment 0 (it is set only here while null); from then
+        // on it never goes back.
+        match self.tail.compare_exchange(
+            ptr::null_mut(),
+            first,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => first,
+            Err(tail) => tail,
         }
     }
 
@@ -524,8 +578,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// assert!(queue.try_push("alone, so no race to lose").is_ok());
     /// ```
     #[inline]
-    pub fn try_push(&self, item: T) -> Result<(), T> {
+    pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         self.try_push_tagged(item, FULL, &pin())
+            .map_err(PushError::Transient)
     }
 
     /// Appends `item`, retrying lost races.
@@ -566,8 +621,11 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     fn try_pop_pinned(&self, guard: &Guard) -> Result<T, PopError> {
         loop {
             let segment_ptr = self.head.load(Ordering::Acquire);
-            // SAFETY: `head` is never null, and the segment it named is not freed while we are
-            // pinned.
+            if segment_ptr.is_null() {
+                // Nothing was ever pushed (a push makes segment 0 before it takes a ticket).
+                return Err(PopError::Empty);
+            }
+            // SAFETY: the segment `head` named is not freed while we are pinned.
             let segment = unsafe { &*segment_ptr };
             let ticket = segment.deq.load(Ordering::SeqCst);
             let Some(cell) = segment.cell(ticket) else {
@@ -750,20 +808,26 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         WeakBag::pop(self)
     }
 
-    /// About how many items the queue holds: exact when no operation is in flight.
+    /// How many items the queue holds: a snapshot, exact when no operation is in flight (like
+    /// `SegQueue::len`); a push that has taken its ticket but not yet published counts, as
+    /// does one a pop is about to skip.
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
     ///
     /// let queue: Queue<u32, 4> = Queue::with_segment_size();
+    /// assert_eq!(queue.len(), 0);
     /// (0..10).for_each(|i| queue.push(i));
     /// queue.pop();
-    /// assert_eq!(queue.size_guess(), 9);
+    /// assert_eq!(queue.len(), 9);
     /// ```
-    pub fn size_guess(&self) -> usize {
+    pub fn len(&self) -> usize {
         let _guard = pin();
         let head_ptr = self.head.load(Ordering::Acquire);
         let tail_ptr = self.tail.load(Ordering::Acquire);
+        if head_ptr.is_null() || tail_ptr.is_null() {
+            return 0;
+        }
         // SAFETY: neither pointer is null, and we are pinned.
         let (head, tail) = unsafe { (&*head_ptr, &*tail_ptr) };
         let popped = head.link.number * SEGMENT + head.deq.load(Ordering::Relaxed).min(SEGMENT);
@@ -771,33 +835,25 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         pushed.saturating_sub(popped)
     }
 
-    /// Pins the calling thread for as long as the returned [`Session`] lives, so that the
-    /// operations it makes meanwhile (on any queue) skip the fence of their own pin: on the
-    /// machines pitlane is measured on, that fence is about a third of an uncontended push
-    /// and pop. Hold it only while the thread keeps using queues, and call
-    /// [`Session::refresh`] every few hundred operations: while a session lives, memory retired
-    /// by any thread since it began cannot be reclaimed.
+    /// Whether the queue holds no item: a snapshot, like [`len`](Self::len).
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
     ///
     /// let queue = Queue::new();
-    /// let mut session = queue.session();
-    /// for round in 0..1000 {
-    ///     queue.push(round);
-    ///     assert_eq!(queue.pop(), Some(round));
-    ///     if round % 256 == 255 {
-    ///         session.refresh();
-    ///     }
-    /// }
+    /// assert!(queue.is_empty());
+    /// queue.push(());
+    /// assert!(!queue.is_empty());
     /// ```
-    pub fn session(&self) -> Session {
-        Session(pin())
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
-    /// A handle for the calling thread: the queue's operations with the thread pinned by a
-    /// [`Session`] the handle holds and refreshes every 256 operations, so that no operation
-    /// pays for a pin of its own. Drop it when the thread stops using the queue for a while.
+    /// A handle for the calling thread: the queue's operations with the thread pinned (to the
+    /// epoch that guards retired segments) by the handle, which renews the pin every 256
+    /// operations, so that no operation pays for a pin of its own. Drop it, or call
+    /// [`BagHandle::release`], when the thread stops using the queue for a while: while a pin
+    /// is held, memory retired by any thread since cannot be reclaimed.
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
@@ -811,7 +867,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     pub fn handle(&self) -> Handle<'_, T, SEGMENT> {
         Handle {
             queue: self,
-            session: RefCell::new(self.session()),
+            guard: RefCell::new(None),
             operations: Cell::new(0),
         }
     }
@@ -820,8 +876,11 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// a thread pinned by `guard`.
     #[inline]
     fn try_push_tagged(&self, item: T, tag: usize, guard: &Guard) -> Result<(), T> {
-        let segment_ptr = self.tail.load(Ordering::Acquire);
-        // SAFETY: `tail` is never null, and we are pinned.
+        let mut segment_ptr = self.tail.load(Ordering::Acquire);
+        if segment_ptr.is_null() {
+            segment_ptr = self.first_segment();
+        }
+        // SAFETY: `tail` is not null now, and we are pinned.
         let segment = unsafe { &*segment_ptr };
         let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
         match segment.cell(ticket) {
@@ -1144,84 +1203,141 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 }
 
-/// A thread's pin on the epoch, held across operations; see [`Queue::session`].
-pub struct Session(Guard);
-
 /// One thread's pinned access to a [`Queue`]; see [`Queue::handle`]. Neither `Send` nor `Sync`.
 pub struct Handle<'q, T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     queue: &'q Queue<T, SEGMENT>,
-    session: RefCell<Session>,
+    /// The pin, taken by the first operation after the handle was made or released.
+    guard: RefCell<Option<Guard>>,
     operations: Cell<u32>,
 }
 
-/// Operations between two refreshes of a handle's session.
+/// Operations between two renewals of a handle's pin.
 const REFRESH_EVERY: u32 = 256;
 
 impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
-    /// Counts an operation, refreshing the session every [`REFRESH_EVERY`].
+    /// Runs `f` with the handle's pin, taking it if released and renewing it every
+    /// [`REFRESH_EVERY`] operations.
     #[inline]
-    fn tick(&self) {
+    fn pinned<R>(&self, f: impl FnOnce(&Guard) -> R) -> R {
         let done = self.operations.get().wrapping_add(1);
         self.operations.set(done);
-        if done % REFRESH_EVERY == 0 {
-            self.refresh();
+        let mut guard = self.guard.borrow_mut();
+        match guard.as_mut() {
+            Some(pinned) => {
+                if done % REFRESH_EVERY == 0 {
+                    renew(pinned);
+                }
+            }
+            None => *guard = Some(pin()),
+        }
+        match guard.as_ref() {
+            Some(pinned) => f(pinned),
+            None => unreachable!("pinned just above"),
         }
     }
 
-    #[cold]
-    fn refresh(&self) {
-        self.session.borrow_mut().refresh();
-    }
-
     /// [`Queue::try_push`] without a pin of its own.
+    ///
+    /// ```
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let queue = Queue::new();
+    /// assert!(queue.handle().try_push(1).is_ok());
+    /// ```
     #[inline]
-    pub fn try_push(&self, item: T) -> Result<(), T> {
-        self.tick();
-        self.queue.try_push_in(item, &self.session.borrow())
+    pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
+        self.pinned(|guard| self.queue.try_push_tagged(item, FULL, guard))
+            .map_err(PushError::Transient)
     }
 
     /// [`Queue::push`] without a pin of its own.
+    ///
+    /// ```
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let queue = Queue::new();
+    /// queue.handle().push(1);
+    /// assert_eq!(queue.pop(), Some(1));
+    /// ```
     #[inline]
     pub fn push(&self, item: T) {
         crate::weak_bag::retry_push(item, |item| self.try_push(item))
     }
 
     /// [`Queue::try_pop`] without a pin of its own.
+    ///
+    /// ```
+    /// use pitlane_queue::{PopError, mpmc::Queue};
+    ///
+    /// let queue: Queue<u8> = Queue::new();
+    /// assert_eq!(queue.handle().try_pop(), Err(PopError::Empty));
+    /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        self.tick();
-        self.queue.try_pop_in(&self.session.borrow())
+        self.pinned(|guard| self.queue.try_pop_pinned(guard))
     }
 
     /// [`Queue::pop`] without a pin of its own.
+    ///
+    /// ```
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let queue = Queue::new();
+    /// queue.push(4);
+    /// assert_eq!(queue.handle().pop(), Some(4));
+    /// ```
     #[inline]
     pub fn pop(&self) -> Option<T> {
         crate::weak_bag::retry_pop(|| self.try_pop())
     }
 
     /// The queue this handle works on.
+    ///
+    /// ```
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let queue: Queue<u8> = Queue::new();
+    /// assert!(std::ptr::eq(queue.handle().queue(), &queue));
+    /// ```
     pub fn queue(&self) -> &Queue<T, SEGMENT> {
         self.queue
     }
 }
 
+/// Renews a pin that has been held across many operations.
+#[cold]
+fn renew(guard: &mut Guard) {
+    #[cfg(not(pitlane_loom))]
+    guard.repin();
+    #[cfg(pitlane_loom)]
+    let _ = guard;
+}
+
+impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
+    type Item = T;
+
+    #[inline]
+    fn try_push(&self, item: T) -> Result<(), PushError<T>> {
+        Handle::try_push(self, item)
+    }
+
+    #[inline]
+    fn try_pop(&self) -> Result<T, PopError> {
+        Handle::try_pop(self)
+    }
+
+    /// Unpins; the next operation pins again.
+    fn release(&self) {
+        self.guard.borrow_mut().take();
+    }
+}
+
 impl<T, const SEGMENT: usize> fmt::Debug for Handle<'_, T, SEGMENT> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Handle").field("queue", self.queue).finish()
-    }
-}
-
-impl Session {
-    /// Renews the pin, letting memory retired since it began be reclaimed.
-    pub fn refresh(&mut self) {
-        #[cfg(not(pitlane_loom))]
-        self.0.repin();
-    }
-}
-
-impl fmt::Debug for Session {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Session")
+        f.debug_struct("Handle")
+            .field("queue", self.queue)
+            .field("pinned", &self.guard.borrow().is_some())
+            .finish()
     }
 }
 
@@ -1315,7 +1431,7 @@ impl<T, const SEGMENT: usize> fmt::Debug for Queue<T, SEGMENT> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Queue")
             .field("segment", &SEGMENT)
-            .field("size_guess", &self.size_guess())
+            .field("len", &self.len())
             .finish()
     }
 }
@@ -1324,7 +1440,7 @@ impl<T, const SEGMENT: usize> WeakBag for Queue<T, SEGMENT> {
     type Item = T;
 
     #[inline]
-    fn try_push(&self, item: T) -> Result<(), T> {
+    fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         Queue::try_push(self, item)
     }
 
@@ -1333,34 +1449,25 @@ impl<T, const SEGMENT: usize> WeakBag for Queue<T, SEGMENT> {
         Queue::try_pop(self)
     }
 
-    #[inline]
-    fn try_push_in(&self, item: T, session: &Session) -> Result<(), T> {
-        self.try_push_tagged(item, FULL, &session.0)
-    }
-
-    #[inline]
-    fn try_pop_in(&self, session: &Session) -> Result<T, PopError> {
-        self.try_pop_pinned(&session.0)
-    }
-
     fn size_guess(&self) -> usize {
-        Queue::size_guess(self)
+        self.len()
     }
 
-    type Session<'a>
-        = Session
+    type Handle<'a>
+        = Handle<'a, T, SEGMENT>
     where
         Self: 'a;
 
-    fn session(&self) -> Session {
-        Queue::session(self)
+    fn handle(&self) -> Handle<'_, T, SEGMENT> {
+        Queue::handle(self)
     }
 }
 
 impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
-    fn try_push_revocable(&self, item: T) -> Result<(), T> {
+    fn try_push_revocable(&self, item: T) -> Result<(), PushError<T>> {
         let tag = slot::tag_of(item.revoke_handle());
         self.try_push_tagged(item, tag, &pin())
+            .map_err(PushError::Transient)
     }
 
     unsafe fn revoke(item: &T) -> bool {
@@ -1372,15 +1479,68 @@ impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
     }
 }
 
+/// The queue's items, oldest first, as [`Queue::into_iter`] hands them out.
+///
+/// ```
+/// use pitlane_queue::mpmc::Queue;
+///
+/// let queue = Queue::new();
+/// queue.push(1);
+/// queue.push(2);
+/// assert_eq!(queue.into_iter().collect::<Vec<_>>(), [1, 2]);
+/// ```
+pub struct IntoIter<T, const SEGMENT: usize = DEFAULT_SEGMENT>(Queue<T, SEGMENT>);
+
+impl<T, const SEGMENT: usize> Iterator for IntoIter<T, SEGMENT> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.0.pop()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // Nobody else holds the queue: its length is exact.
+        let len = self.0.len();
+        (len, Some(len))
+    }
+}
+
+impl<T, const SEGMENT: usize> ExactSizeIterator for IntoIter<T, SEGMENT> {}
+
+impl<T, const SEGMENT: usize> core::iter::FusedIterator for IntoIter<T, SEGMENT> {}
+
+impl<T, const SEGMENT: usize> fmt::Debug for IntoIter<T, SEGMENT> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("IntoIter").field(&self.0).finish()
+    }
+}
+
+impl<T, const SEGMENT: usize> IntoIterator for Queue<T, SEGMENT> {
+    type Item = T;
+    type IntoIter = IntoIter<T, SEGMENT>;
+
+    /// Drains the queue it consumes, oldest item first.
+    fn into_iter(self) -> IntoIter<T, SEGMENT> {
+        IntoIter(self)
+    }
+}
+
+// Like crossbeam's `SegQueue`: a panic never leaves a queue half-updated (every change is one
+// atomic step, and a value is moved out only by the operation that owns it), so a queue seen
+// again after a panic is consistent.
+impl<T, const SEGMENT: usize> core::panic::UnwindSafe for Queue<T, SEGMENT> {}
+impl<T, const SEGMENT: usize> core::panic::RefUnwindSafe for Queue<T, SEGMENT> {}
+
 #[cfg(all(test, not(pitlane_loom)))]
 mod tests {
     use super::*;
 
     /// The tail segment of `queue` and a ticket drawn there by a push that has not published.
     fn stalled_push<const N: usize>(queue: &Queue<u64, N>) -> (&Segment<u64, N>, usize) {
-        // SAFETY: `tail` is never null, and no segment is retired while the test holds `queue`
-        // without popping past it.
-        let segment = unsafe { &*queue.tail.load(Ordering::Acquire) };
+        let tail = queue.first_segment();
+        // SAFETY: `first_segment` made `tail` non-null, and no segment is retired while the
+        // test holds `queue` without popping past it.
+        let segment = unsafe { &*tail };
         (segment, segment.enq.fetch_add(1, Ordering::SeqCst))
     }
 

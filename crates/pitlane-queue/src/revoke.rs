@@ -69,7 +69,7 @@ use core::ptr;
 use pitlane_sync::shim::atomic::{AtomicPtr, Ordering};
 
 use crate::slot::{REVOKED, Slot};
-use crate::weak_bag::WeakBag;
+use crate::weak_bag::{PushError, WeakBag};
 
 /// Where a revocable item sits: the address of its slot, or nothing.
 ///
@@ -170,7 +170,7 @@ where
 {
     /// Like [`try_push`](WeakBag::try_push), and records in the item's handle where it landed,
     /// so that [`revoke`](Self::revoke) can find it.
-    fn try_push_revocable(&self, item: Self::Item) -> Result<(), Self::Item>;
+    fn try_push_revocable(&self, item: Self::Item) -> Result<(), PushError<Self::Item>>;
 
     /// Like [`push`](WeakBag::push), tracking the item like
     /// [`try_push_revocable`](Self::try_push_revocable).

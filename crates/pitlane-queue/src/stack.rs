@@ -15,7 +15,7 @@
 //!     s.spawn(|| (0..100).for_each(|i| stack.push(i)));
 //! });
 //! assert_eq!(stack.pop(), Some(99));
-//! assert_eq!(stack.size_guess(), 99);
+//! assert_eq!(stack.len(), 99);
 //! ```
 //!
 //! # The protocol
@@ -38,12 +38,7 @@
 //!   list; a dropped handle leaves its tally, count and all, to the next handle, so the list is
 //!   only as long as the most handles alive at once.
 //!
-//!   Two earlier versions cost more, measured with the bench at two threads: a depth stored in
-//!   every node made each push read the node below it (a line the other thread wrote) between
-//!   its load of the top and its CAS, and dropping that read took `producer_consumer` from
-//!   7–10 to 19–29 Mops/s; then a `fetch_add` on the shared count after every CAS, which kept
-//!   the top's line busy for one more read-modify-write. Moving handles to tallies gained
-//!   8–37% on `pairs` in four interleaved before/after pairs of runs (11–15 → 14–17 Mops/s).
+//!   How the count came to live there, with the figures: `docs/notes/stack-count.md`.
 //!
 //! The free list holds *batches*: chains of free nodes, linked through their `next` words, whose
 //! first nodes are linked through a second word, `next_batch`. A thread without a
@@ -88,7 +83,7 @@ use pitlane_sync::{Tagged, TaggedIndex};
 
 use crate::revoke::{self, Revocable, RevocableBag};
 use crate::slot::{self, FULL, REVOKED, Slot, TAKEN};
-use crate::weak_bag::{PopError, RetryPause, WeakBag};
+use crate::weak_bag::{BagHandle, PopError, PushError, RetryPause, WeakBag};
 
 /// Bits of a node index in the top and free-list words; the other 43 are the generation, which
 /// then wraps after 2^43 exchanges (2.4 hours even at 10^9 exchanges a second; see
@@ -198,17 +193,6 @@ impl<T> Node<T> {
     }
 }
 
-/// A push that must succeed found every node in use.
-#[cold]
-#[inline(never)]
-#[track_caller]
-fn exhausted<T>(item: T) -> ! {
-    drop(item);
-    panic!(
-        "pitlane_queue::stack::Stack holds at most {MAX_ITEMS} items (and free nodes of handles)"
-    );
-}
-
 /// The chunk holding node `index`, and the node's offset in it.
 #[inline]
 fn locate(index: u32) -> (usize, usize) {
@@ -225,7 +209,29 @@ impl<T> Stack<T> {
     ///
     /// let stack: Stack<u64> = Stack::new();
     /// assert_eq!(stack.pop(), None);
+    ///
+    /// // A stack can be a `static`.
+    /// static FREE_PAGES: Stack<usize> = Stack::new();
+    /// FREE_PAGES.push(4096);
+    /// assert_eq!(FREE_PAGES.pop(), Some(4096));
     /// ```
+    #[cfg(not(pitlane_loom))]
+    pub const fn new() -> Self {
+        Self {
+            top: CachePadded::new(Top {
+                word: TopWord::new(NIL),
+                nodes: AtomicUsize::new(0),
+            }),
+            free: CachePadded::new(TopWord::new(NIL)),
+            fresh: CachePadded::new(AtomicUsize::new(0)),
+            chunks: [const { AtomicPtr::new(ptr::null_mut()) }; CHUNKS],
+            tallies: AtomicPtr::new(ptr::null_mut()),
+            _owns: PhantomData,
+        }
+    }
+
+    /// An empty stack (not `const` under loom, whose atomics are not).
+    #[cfg(pitlane_loom)]
     pub fn new() -> Self {
         Self {
             top: CachePadded::new(Top {
@@ -240,8 +246,9 @@ impl<T> Stack<T> {
         }
     }
 
-    /// One attempt to push `item`: `Err(item)` if the top changed between reading it and the
-    /// CAS (another push or pop won the race), or if the stack already holds [`MAX_ITEMS`].
+    /// One attempt to push `item`: [`PushError::Transient`] if the top changed between reading
+    /// it and the CAS (another push or pop won the race), [`PushError::Full`] if the stack
+    /// already holds [`MAX_ITEMS`]; the item comes back inside either.
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;
@@ -250,7 +257,7 @@ impl<T> Stack<T> {
     /// assert!(stack.try_push(1).is_ok());
     /// ```
     #[inline]
-    pub fn try_push(&self, item: T) -> Result<(), T> {
+    pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         self.try_push_tagged(item, FULL, None)
     }
 
@@ -342,16 +349,16 @@ impl<T> Stack<T> {
         WeakBag::pop(self)
     }
 
-    /// How many items the stack holds: exact when no operation is in flight.
+    /// How many items the stack holds: a snapshot, exact when no operation is in flight.
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;
     ///
     /// let stack = Stack::new();
     /// (0..5).for_each(|i| stack.push(i));
-    /// assert_eq!(stack.size_guess(), 5);
+    /// assert_eq!(stack.len(), 5);
     /// ```
-    pub fn size_guess(&self) -> usize {
+    pub fn len(&self) -> usize {
         // Below zero (a huge unsigned value) while a pop has counted itself before the push
         // of the node it popped.
         let nodes = self
@@ -360,6 +367,20 @@ impl<T> Stack<T> {
                 sum.wrapping_add(t.count.load(Ordering::Relaxed))
             });
         (nodes as isize).max(0) as usize
+    }
+
+    /// Whether the stack holds no item: a snapshot, from the top word itself.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// assert!(stack.is_empty());
+    /// stack.push(1);
+    /// assert!(!stack.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.top.word.load(Ordering::Acquire).is_nil()
     }
 
     /// A handle for the calling thread: the stack's operations with a private stash of free
@@ -611,8 +632,13 @@ impl<T> Stack<T> {
         Ok((index, node))
     }
 
-    fn try_push_tagged(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) -> Result<(), T> {
-        let (index, node) = self.prepare(item, tag, stash)?;
+    fn try_push_tagged(
+        &self,
+        item: T,
+        tag: usize,
+        stash: Option<&Handle<'_, T>>,
+    ) -> Result<(), PushError<T>> {
+        let (index, node) = self.prepare(item, tag, stash).map_err(PushError::Full)?;
         // Relaxed: the push reads nothing through the top it found, it only links to it.
         let top = self.top.word.load(Ordering::Relaxed);
         node.next.store(top.index(), Ordering::Relaxed);
@@ -638,7 +664,7 @@ impl<T> Stack<T> {
         node: &Node<T>,
         tag: usize,
         stash: Option<&Handle<'_, T>>,
-    ) -> Result<(), T> {
+    ) -> Result<(), PushError<T>> {
         let outcome = if node
             .slot
             .state
@@ -649,7 +675,7 @@ impl<T> Stack<T> {
             let item = unsafe { node.slot.read() };
             // SAFETY: `item` is alive, so is its handle.
             unsafe { node.slot.untrack(tag) };
-            Err(item)
+            Err(PushError::Transient(item))
         } else {
             debug_assert_eq!(node.slot.state.load(Ordering::Relaxed), REVOKED);
             node.slot.state.store(TAKEN, Ordering::Relaxed);
@@ -665,7 +691,7 @@ impl<T> Stack<T> {
     fn push_tagged(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) {
         let (index, node) = match self.prepare(item, tag, stash) {
             Ok(prepared) => prepared,
-            Err(item) => exhausted(item),
+            Err(item) => crate::weak_bag::full(item),
         };
         // Relaxed (here and on failure): the push only links to the top it found.
         let mut top = self.top.word.load(Ordering::Relaxed);
@@ -720,30 +746,70 @@ pub struct Handle<'a, T> {
 
 impl<T> Handle<'_, T> {
     /// [`Stack::try_push`], taking the node from the stash.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// assert!(stack.handle().try_push(1).is_ok());
+    /// ```
     #[inline]
-    pub fn try_push(&self, item: T) -> Result<(), T> {
+    pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         self.stack.try_push_tagged(item, FULL, Some(self))
     }
 
     /// [`Stack::push`], taking the node from the stash.
+    ///
+    /// # Panics
+    /// If the stack already holds [`MAX_ITEMS`].
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// stack.handle().push(1);
+    /// assert_eq!(stack.pop(), Some(1));
+    /// ```
     #[inline]
     pub fn push(&self, item: T) {
         self.stack.push_tagged(item, FULL, Some(self))
     }
 
     /// [`Stack::try_pop`], keeping the node in the stash.
+    ///
+    /// ```
+    /// use pitlane_queue::{PopError, stack::Stack};
+    ///
+    /// let stack: Stack<u8> = Stack::new();
+    /// assert_eq!(stack.handle().try_pop(), Err(PopError::Empty));
+    /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
         self.stack.try_pop_in_stash(Some(self))
     }
 
     /// [`Stack::pop`], keeping the nodes in the stash.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// stack.push(2);
+    /// assert_eq!(stack.handle().pop(), Some(2));
+    /// ```
     #[inline]
     pub fn pop(&self) -> Option<T> {
         crate::weak_bag::retry_pop(|| self.try_pop())
     }
 
     /// The stack this handle works on.
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack: Stack<u8> = Stack::new();
+    /// assert!(std::ptr::eq(stack.handle().stack(), &stack));
+    /// ```
     pub fn stack(&self) -> &Stack<T> {
         self.stack
     }
@@ -819,6 +885,29 @@ impl<T> Drop for Handle<'_, T> {
     }
 }
 
+impl<T> BagHandle for Handle<'_, T> {
+    type Item = T;
+
+    #[inline]
+    fn try_push(&self, item: T) -> Result<(), PushError<T>> {
+        Handle::try_push(self, item)
+    }
+
+    #[inline]
+    fn try_pop(&self) -> Result<T, PopError> {
+        Handle::try_pop(self)
+    }
+
+    #[inline]
+    fn push(&self, item: T) {
+        Handle::push(self, item)
+    }
+
+    /// Keeps the stash: it delays nobody, and giving it back would only cost the next
+    /// operations a trip to the shared free list.
+    fn release(&self) {}
+}
+
 impl<T> fmt::Debug for Handle<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
@@ -862,9 +951,7 @@ impl<T> Default for Stack<T> {
 
 impl<T> fmt::Debug for Stack<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Stack")
-            .field("size_guess", &self.size_guess())
-            .finish()
+        f.debug_struct("Stack").field("len", &self.len()).finish()
     }
 }
 
@@ -872,7 +959,7 @@ impl<T> WeakBag for Stack<T> {
     type Item = T;
 
     #[inline]
-    fn try_push(&self, item: T) -> Result<(), T> {
+    fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         Stack::try_push(self, item)
     }
 
@@ -887,31 +974,21 @@ impl<T> WeakBag for Stack<T> {
     }
 
     fn size_guess(&self) -> usize {
-        Stack::size_guess(self)
+        self.len()
     }
 
-    type Session<'a>
+    type Handle<'a>
         = Handle<'a, T>
     where
         T: 'a;
 
-    fn session(&self) -> Handle<'_, T> {
-        self.handle()
-    }
-
-    #[inline]
-    fn try_push_in(&self, item: T, session: &Handle<'_, T>) -> Result<(), T> {
-        self.try_push_tagged(item, FULL, Some(session))
-    }
-
-    #[inline]
-    fn try_pop_in(&self, session: &Handle<'_, T>) -> Result<T, PopError> {
-        self.try_pop_in_stash(Some(session))
+    fn handle(&self) -> Handle<'_, T> {
+        Stack::handle(self)
     }
 }
 
 impl<T: Revocable> RevocableBag for Stack<T> {
-    fn try_push_revocable(&self, item: T) -> Result<(), T> {
+    fn try_push_revocable(&self, item: T) -> Result<(), PushError<T>> {
         let tag = slot::tag_of(item.revoke_handle());
         self.try_push_tagged(item, tag, None)
     }
@@ -927,6 +1004,57 @@ impl<T: Revocable> RevocableBag for Stack<T> {
         unsafe { revoke::revoke_slot(item) }
     }
 }
+
+/// The stack's items, top first, as [`Stack::into_iter`] hands them out.
+///
+/// ```
+/// use pitlane_queue::stack::Stack;
+///
+/// let stack = Stack::new();
+/// stack.push(1);
+/// stack.push(2);
+/// assert_eq!(stack.into_iter().collect::<Vec<_>>(), [2, 1]);
+/// ```
+pub struct IntoIter<T>(Stack<T>);
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.0.pop()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // Nobody else holds the stack: its length is exact.
+        let len = self.0.len();
+        (len, Some(len))
+    }
+}
+
+impl<T> ExactSizeIterator for IntoIter<T> {}
+
+impl<T> core::iter::FusedIterator for IntoIter<T> {}
+
+impl<T> fmt::Debug for IntoIter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("IntoIter").field(&self.0).finish()
+    }
+}
+
+impl<T> IntoIterator for Stack<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+
+    /// Drains the stack it consumes, top item first.
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter(self)
+    }
+}
+
+// As for the queue: every change is one atomic step, so a stack seen again after a panic is
+// consistent.
+impl<T> core::panic::UnwindSafe for Stack<T> {}
+impl<T> core::panic::RefUnwindSafe for Stack<T> {}
 
 #[cfg(all(test, not(pitlane_loom)))]
 mod tests {
@@ -944,9 +1072,9 @@ mod tests {
         for i in 0..MAX_ITEMS {
             assert!(stack.try_push(i as u32).is_ok());
         }
-        assert_eq!(stack.try_push(7), Err(7));
+        assert_eq!(stack.try_push(7), Err(PushError::Full(7)));
         // A handle finds no node either, shared or fresh.
-        assert_eq!(stack.handle().try_push(8), Err(8));
+        assert_eq!(stack.handle().try_push(8), Err(PushError::Full(8)));
         let full = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stack.push(9)));
         let message = full.expect_err("push into a full stack panics");
         let message = message
@@ -957,7 +1085,7 @@ mod tests {
         assert_eq!(stack.pop(), Some(MAX_ITEMS as u32 - 1));
         stack.push(10);
         assert_eq!(stack.pop(), Some(10));
-        assert_eq!(stack.size_guess(), MAX_ITEMS - 1);
+        assert_eq!(stack.len(), MAX_ITEMS - 1);
     }
 
     /// How many tallies the stack's list holds.
@@ -977,9 +1105,9 @@ mod tests {
         assert_eq!(second.pop(), Some(3));
         // A pop through `second` of an item `first` pushed: `second`'s tally goes below zero.
         assert_eq!(second.pop(), Some(2));
-        assert_eq!(stack.size_guess(), 2);
+        assert_eq!(stack.len(), 2);
         assert_eq!(stack.pop(), Some(1));
-        assert_eq!(stack.size_guess(), 1);
+        assert_eq!(stack.len(), 1);
         assert_eq!(tallies(&stack), 2);
     }
 
@@ -991,7 +1119,7 @@ mod tests {
             handle.push(round);
             handle.push(round);
             assert_eq!(handle.pop(), Some(round));
-            assert_eq!(stack.size_guess(), round + 1);
+            assert_eq!(stack.len(), round + 1);
         }
         // One handle at a time: one tally, reused.
         assert_eq!(tallies(&stack), 1);
@@ -1005,18 +1133,7 @@ mod tests {
                 });
             }
         });
-        assert_eq!(stack.size_guess(), 10 + 4 * 500);
+        assert_eq!(stack.len(), 10 + 4 * 500);
         assert!(tallies(&stack) <= 4, "{} tallies", tallies(&stack));
-    }
-
-    #[test]
-    fn a_session_of_another_stack_counts_in_the_shared_count() {
-        let (stack, other) = (Stack::new(), Stack::new());
-        let foreign = other.handle();
-        WeakBag::try_push_in(&stack, 1, &foreign).unwrap();
-        assert_eq!(stack.size_guess(), 1);
-        assert_eq!(other.size_guess(), 0);
-        assert_eq!(WeakBag::try_pop_in(&stack, &foreign), Ok(1));
-        assert_eq!(stack.size_guess(), 0);
     }
 }

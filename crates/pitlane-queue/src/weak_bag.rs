@@ -10,18 +10,21 @@
 //! The trait is implemented by [`mpmc::Queue`](crate::mpmc::Queue) (FIFO),
 //! [`stack::Stack`](crate::stack::Stack) (LIFO) and [`Bagpipe`](crate::bagpipe::Bagpipe) (no
 //! order). Each implementation documents precisely which lost races give
-//! [`PopError::Transient`] or an `Err` from [`try_push`](WeakBag::try_push).
+//! [`PopError::Transient`] or a [`PushError`] from [`try_push`](WeakBag::try_push). A
+//! [`BagHandle`], made by [`WeakBag::handle`], is one thread's cheaper way to the same
+//! operations.
 
-pub use crate::error::PopError;
+pub use crate::error::{PopError, PushError};
 
 /// A concurrent bag whose single attempts may fail transiently.
 ///
 /// # Contract for implementations
 ///
 /// - [`try_push`](Self::try_push) either inserts the item and returns `Ok(())`, or has no effect
-///   and hands the item back in `Err` — and it may only fail because it lost a race with a
-///   concurrent operation (never because the bag is "full": the bags in this crate are
-///   unbounded).
+///   and hands the item back: in [`PushError::Transient`] if it lost a race with a concurrent
+///   operation, in [`PushError::Full`] if the bag has no room (only a
+///   [`Stack`](crate::stack::Stack) holding [`MAX_ITEMS`](crate::stack::MAX_ITEMS), or a
+///   Bagpipe all of whose pipes are such stacks).
 /// - [`try_pop`](Self::try_pop) either removes one item, or has no effect and returns
 ///   [`PopError::Empty`] (the bag held nothing when it looked) or [`PopError::Transient`] (it
 ///   lost a race).
@@ -44,24 +47,57 @@ pub trait WeakBag {
     /// What the bag holds.
     type Item;
 
-    /// One attempt to insert `item`: `Ok(())` if it is in the bag, `Err(item)` if the attempt
-    /// lost a race and changed nothing.
-    fn try_push(&self, item: Self::Item) -> Result<(), Self::Item>;
+    /// One attempt to insert `item`: `Ok(())` if it is in the bag; otherwise the attempt changed
+    /// nothing and the item comes back in [`PushError::Transient`] (it lost a race) or
+    /// [`PushError::Full`] (no room).
+    ///
+    /// ```
+    /// use pitlane_queue::{WeakBag, stack::Stack};
+    ///
+    /// let stack = Stack::new();
+    /// assert!(WeakBag::try_push(&stack, 'x').is_ok());
+    /// ```
+    fn try_push(&self, item: Self::Item) -> Result<(), PushError<Self::Item>>;
 
     /// One attempt to remove an item: `Ok(item)`, or `Err(PopError::Empty)` if the bag held
     /// none, or `Err(PopError::Transient)` if the attempt lost a race and changed nothing.
+    ///
+    /// ```
+    /// use pitlane_queue::{PopError, WeakBag, stack::Stack};
+    ///
+    /// let stack: Stack<u8> = Stack::new();
+    /// assert_eq!(WeakBag::try_pop(&stack), Err(PopError::Empty));
+    /// ```
     fn try_pop(&self) -> Result<Self::Item, PopError>;
 
     /// Inserts `item`, retrying transient failures until it is in. After each lost race the
     /// thread pauses before it tries again: 32 spin hints after the first, 64 after each
     /// further one, which lets the winner finish a run of operations on the contended cache
     /// line instead of losing it back at once.
+    ///
+    /// # Panics
+    /// If the bag is full (see [`PushError::Full`]).
+    ///
+    /// ```
+    /// use pitlane_queue::{WeakBag, mpmc::Queue};
+    ///
+    /// let queue = Queue::new();
+    /// WeakBag::push(&queue, 5);
+    /// assert_eq!(queue.pop(), Some(5));
+    /// ```
     fn push(&self, item: Self::Item) {
         retry_push(item, |item| self.try_push(item))
     }
 
     /// Removes an item, retrying transient failures with the pauses of
     /// [`push`](Self::push); `None` once an attempt finds the bag empty.
+    ///
+    /// ```
+    /// use pitlane_queue::{WeakBag, mpmc::Queue};
+    ///
+    /// let queue: Queue<u8> = Queue::new();
+    /// assert_eq!(WeakBag::pop(&queue), None);
+    /// ```
     fn pop(&self) -> Option<Self::Item> {
         retry_pop(|| self.try_pop())
     }
@@ -69,50 +105,198 @@ pub trait WeakBag {
     /// About how many items the bag holds: exact when no operation is in flight, otherwise
     /// off by at most the number of operations in flight. Cheap; takes no lock and writes no
     /// shared memory.
+    ///
+    /// ```
+    /// use pitlane_queue::{WeakBag, stack::Stack};
+    ///
+    /// let stack = Stack::new();
+    /// stack.push(1);
+    /// assert_eq!(WeakBag::size_guess(&stack), 1);
+    /// ```
     fn size_guess(&self) -> usize;
 
-    /// What one thread may hold while it works on this bag for a while, to make each
-    /// operation cheaper: for the epoch-based [`mpmc::Queue`](crate::mpmc::Queue) a pin, so
-    /// that no operation pins on its own; for the [`Stack`](crate::stack::Stack) a stash of
-    /// free nodes, so that pushes and pops rarely touch the shared free list. A
-    /// [`bagpipe::Handle`](crate::bagpipe::Handle) holds one per pipe.
-    ///
-    /// A session is meant to be short-lived compared with its thread: drop it (and open a new
-    /// one) every few hundred operations, and whenever the thread turns to other work, because
-    /// a queue's session delays the reclamation of retired memory process-wide while it lives.
-    type Session<'a>
+    /// The handle type of this bag: see [`handle`](Self::handle).
+    type Handle<'a>: BagHandle<Item = Self::Item>
     where
         Self: 'a;
 
-    /// Opens a session of the calling thread on this bag.
-    fn session(&self) -> Self::Session<'_>;
+    /// A handle of the calling thread on this bag: the same operations, with what makes them
+    /// cheaper for a thread that keeps working on the bag held in the handle (see
+    /// [`BagHandle`]). Give each thread its own.
+    ///
+    /// ```
+    /// use pitlane_queue::{BagHandle, WeakBag, mpmc::Queue};
+    ///
+    /// let queue = Queue::new();
+    /// let handle = WeakBag::handle(&queue);
+    /// handle.push(3);
+    /// assert_eq!(handle.pop(), Some(3));
+    /// ```
+    fn handle(&self) -> Self::Handle<'_>;
+}
 
-    /// [`try_push`](Self::try_push) by a thread that holds `session`, opened on this bag (a
-    /// session of another bag of the same type is allowed, and merely not used).
-    #[inline]
-    fn try_push_in(&self, item: Self::Item, session: &Self::Session<'_>) -> Result<(), Self::Item> {
-        let _ = session;
-        self.try_push(item)
+/// One thread's access to a [`WeakBag`]: the bag's operations, with what the thread holds to
+/// make them cheaper.
+///
+/// | bag | what its handle holds |
+/// |---|---|
+/// | [`mpmc::Queue`](crate::mpmc::Queue) | an epoch pin, renewed every 256 operations, so that no operation pins on its own |
+/// | [`Stack`](crate::stack::Stack) | a stash of free nodes and a count of its own, so that a push and a pop touch only the top |
+/// | [`Bagpipe`](crate::bagpipe::Bagpipe) | its own walk through the pipes, and a handle on every pipe |
+///
+/// A handle is not `Sync`: one thread uses it. Drop it (or call [`release`](Self::release))
+/// when the thread turns to other work for a while: a queue handle's pin delays the
+/// reclamation of retired memory process-wide while it is held.
+///
+/// ```
+/// use pitlane_queue::{BagHandle, PopError};
+/// use pitlane_queue::stack::Stack;
+///
+/// let stack = Stack::new();
+/// let handle = stack.handle();
+/// handle.push(1);
+/// assert_eq!(handle.try_pop(), Ok(1));
+/// assert_eq!(handle.try_pop(), Err(PopError::Empty));
+/// ```
+pub trait BagHandle {
+    /// What the bag holds.
+    type Item;
+
+    /// [`WeakBag::try_push`] through the handle.
+    ///
+    /// ```
+    /// use pitlane_queue::{BagHandle, mpmc::Queue};
+    ///
+    /// let queue = Queue::new();
+    /// assert!(BagHandle::try_push(&queue.handle(), 1).is_ok());
+    /// ```
+    fn try_push(&self, item: Self::Item) -> Result<(), PushError<Self::Item>>;
+
+    /// [`WeakBag::try_pop`] through the handle.
+    ///
+    /// ```
+    /// use pitlane_queue::{BagHandle, PopError, mpmc::Queue};
+    ///
+    /// let queue: Queue<u8> = Queue::new();
+    /// assert_eq!(BagHandle::try_pop(&queue.handle()), Err(PopError::Empty));
+    /// ```
+    fn try_pop(&self) -> Result<Self::Item, PopError>;
+
+    /// [`WeakBag::push`] through the handle: retries transient failures.
+    ///
+    /// # Panics
+    /// If the bag is full (see [`PushError::Full`]).
+    ///
+    /// ```
+    /// use pitlane_queue::{BagHandle, stack::Stack};
+    ///
+    /// let stack = Stack::new();
+    /// BagHandle::push(&stack.handle(), 1);
+    /// assert_eq!(stack.pop(), Some(1));
+    /// ```
+    fn push(&self, item: Self::Item) {
+        retry_push(item, |item| self.try_push(item))
     }
 
-    /// [`try_pop`](Self::try_pop) by a thread that holds `session` (see
-    /// [`try_push_in`](Self::try_push_in)).
+    /// [`WeakBag::pop`] through the handle: retries transient failures; `None` once the bag
+    /// is found empty.
+    ///
+    /// ```
+    /// use pitlane_queue::{BagHandle, stack::Stack};
+    ///
+    /// let stack: Stack<u8> = Stack::new();
+    /// assert_eq!(BagHandle::pop(&stack.handle()), None);
+    /// ```
+    fn pop(&self) -> Option<Self::Item> {
+        retry_pop(|| self.try_pop())
+    }
+
+    /// Lets go of whatever the handle holds that delays other threads (a queue handle's epoch
+    /// pin), keeping what only speeds this thread up (a stack handle's stash of nodes). The
+    /// next operation takes it again. A [`Bagpipe`](crate::bagpipe::Bagpipe) handle does this
+    /// for all its pipes every 256 operations.
+    ///
+    /// ```
+    /// use pitlane_queue::{BagHandle, mpmc::Queue};
+    ///
+    /// let queue = Queue::new();
+    /// let handle = queue.handle();
+    /// handle.push(1);
+    /// handle.release(); // about to do other work for a while
+    /// assert_eq!(handle.pop(), Some(1));
+    /// ```
+    fn release(&self) {}
+}
+
+/// A bag is a handle on itself: generic code written against [`BagHandle`] takes either a
+/// handle or a plain `&bag`, whose operations then take what they need on each call.
+///
+/// ```
+/// use pitlane_queue::{BagHandle, mpmc::Queue};
+///
+/// fn fill(into: &impl BagHandle<Item = u32>) {
+///     (0..3).for_each(|i| into.push(i));
+/// }
+///
+/// let queue = Queue::new();
+/// fill(&&queue);
+/// fill(&queue.handle());
+/// assert_eq!(queue.len(), 6);
+/// ```
+impl<B: WeakBag + ?Sized> BagHandle for &B {
+    type Item = B::Item;
+
     #[inline]
-    fn try_pop_in(&self, session: &Self::Session<'_>) -> Result<Self::Item, PopError> {
-        let _ = session;
-        self.try_pop()
+    fn try_push(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
+        B::try_push(self, item)
+    }
+
+    #[inline]
+    fn try_pop(&self) -> Result<B::Item, PopError> {
+        B::try_pop(self)
+    }
+
+    #[inline]
+    fn push(&self, item: B::Item) {
+        B::push(self, item)
+    }
+
+    #[inline]
+    fn pop(&self) -> Option<B::Item> {
+        B::pop(self)
     }
 }
 
 /// Repeats `try_push` until it takes `item`, pausing after each lost race.
+///
+/// # Panics
+/// If an attempt reports the bag full.
 #[inline]
-pub(crate) fn retry_push<T>(item: T, mut try_push: impl FnMut(T) -> Result<(), T>) {
+pub(crate) fn retry_push<T>(item: T, mut try_push: impl FnMut(T) -> Result<(), PushError<T>>) {
     let mut item = item;
     let pause = RetryPause::new();
-    while let Err(back) = try_push(item) {
-        item = back;
-        pause.pause();
+    loop {
+        match try_push(item) {
+            Ok(()) => return,
+            Err(PushError::Transient(back)) => {
+                item = back;
+                pause.pause();
+            }
+            Err(PushError::Full(back)) => full(back),
+        }
     }
+}
+
+/// A push that must succeed found the bag full.
+#[cold]
+#[inline(never)]
+#[track_caller]
+pub(crate) fn full<T>(item: T) -> ! {
+    drop(item);
+    panic!(
+        "pitlane_queue: the bag is full (a stack holds at most {} items)",
+        crate::stack::MAX_ITEMS
+    );
 }
 
 /// Repeats `try_pop` until it returns an item or finds the bag empty (`None`), pausing after
@@ -130,9 +314,11 @@ pub(crate) fn retry_pop<T>(mut try_pop: impl FnMut() -> Result<T, PopError>) -> 
 }
 
 /// The spin hints before the first retry after a lost race, as a power of two: 2^5 = 32.
+#[cfg(not(pitlane_loom))]
 const FIRST_PAUSE_LOG2: u32 = 5;
 /// The longest pause, as a power of two of spin hints: 2^6 = 64, from the second lost race of
 /// one operation on. crossbeam-utils' `Backoff::spin` stops growing at the same 64.
+#[cfg(not(pitlane_loom))]
 const LAST_PAUSE_LOG2: u32 = 6;
 
 /// What a retry loop does between two attempts that lost races: it waits 32 spin hints after
@@ -146,23 +332,8 @@ const LAST_PAUSE_LOG2: u32 = 6;
 /// a run of them on a line it keeps, and the roles swap at the next lost race, so both threads
 /// get their turns.
 ///
-/// Measured at two threads with the `bag` suite, three interleaved runs of this policy and of
-/// crossbeam's backoff from one spin hint (the previous one), medians of each run:
-///
-/// | | previous | this | peer in the same runs |
-/// |---|---:|---:|---:|
-/// | stack `pairs`, Mops/s | 14–15 | 46–47 | `parking_lot::Mutex<Vec>` 18–23 |
-/// | queue `pairs`, Mops/s | 18–20 | 42–43 | `crossbeam_queue::SegQueue` 22–31 |
-/// | stack, p50 / p99 / p99.9 of one operation, ns | 108–130 / 571–742 / 790–925 | 41 / 1076–1156 / 2375–3409 | 324–469 / 938–1339 / 1357–2293 |
-/// | queue, p50 / p99 / p99.9, ns | 128–134 / 366–396 / 942–1089 | 117–123 / 1083–1108 / 3035–3403 | 204–220 / 610–635 / 1576–1736 |
-///
-/// So the pause buys throughput and the median with the tail: the loser of a race waits
-/// 0.44 µs, then 0.87 µs, on the 2-vCPU Xeon machines this project measures on (a spin hint
-/// takes 13.6 ns there). The work stays shared: the slower thread did 0.88–0.92 of the faster
-/// one's operations on the stack and 0.76–0.96 on the queue (the suite's `thread_balance`),
-/// against 0.85–0.93 and 0.79–0.96 before. In other interleaved runs, pauses of 64 spin hints
-/// doubling to 256 gave 59 Mops/s (stack) and 54–55 (queue) with a p99.9 of 3.8–9.8 µs, and a
-/// constant 32 gave 41–48 and 34–37 with a p99.9 of 1.6–2.7 µs.
+/// Why 32 and 64, what the pause costs in tail latency, and how to measure it again:
+/// `docs/notes/retry-pause.md`.
 ///
 /// Under loom a pause is a yield, so that the model lets the winner of the race run.
 pub(crate) struct RetryPause {

@@ -100,7 +100,7 @@ fn concurrent_drops<'a, B: WeakBag<Item = Counted<'a>> + Sync>(bag: B, drops: &'
                     };
                     // Lost races hand the very item back, undropped.
                     while let Err(back) = bag.try_push(item) {
-                        item = back;
+                        item = back.into_inner();
                     }
                     if i % 3 != 0 {
                         drop(bag.pop());

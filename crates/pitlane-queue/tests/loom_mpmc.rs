@@ -110,7 +110,7 @@ fn two_producers_linking_the_next_segment_lose_nothing() {
         assert_eq!(got[0], 0);
         got.sort_unstable();
         assert_eq!(got, [0, 10, 20]);
-        assert_eq!(queue.size_guess(), 0);
+        assert_eq!(queue.len(), 0);
     });
 }
 

@@ -46,6 +46,7 @@ fn transfer(capacity: usize, batch: usize, adaptive: bool, items: usize) {
                             );
                             thread::yield_now();
                         }
+                        Err(PushError::Transient(_)) => panic!("a transient spsc push"),
                     }
                 }
             })
@@ -67,6 +68,7 @@ fn transfer(capacity: usize, batch: usize, adaptive: bool, items: usize) {
                     );
                     thread::yield_now();
                 }
+                Err(PopError::Transient) => panic!("a transient spsc pop"),
             }
         }
         producer_thread.join().unwrap();

@@ -42,7 +42,7 @@ fn failed_attempts<const N: usize>() -> usize {
                 let mut value = Value::new(seq);
                 while let Err(back) = queue.try_push(value) {
                     failed += 1;
-                    value = back;
+                    value = back.into_inner();
                 }
             }
             failures.store(failed, Ordering::Relaxed);

@@ -16,11 +16,11 @@
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::thread;
 
-use pitlane_queue::bagpipe::{self, Bagpipe};
-use pitlane_queue::mpmc::{self, Queue};
+use pitlane_queue::bagpipe::Bagpipe;
+use pitlane_queue::mpmc::Queue;
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
-use pitlane_queue::stack::{self, Stack};
-use pitlane_queue::{PopError, WeakBag};
+use pitlane_queue::stack::Stack;
+use pitlane_queue::{BagHandle, WeakBag};
 use pitlane_testkit::stress::run_threads;
 
 /// Threads per run; more than the two cores of the test machines, on purpose.
@@ -103,84 +103,23 @@ impl Ledger {
 }
 
 /// What a thread of a test works through: the bag itself, or a handle it made.
-trait Worker {
-    fn push(&self, value: u64);
-    fn try_push(&self, value: u64) -> Result<(), u64>;
-    fn pop(&self) -> Option<u64>;
-    fn try_pop(&self) -> Result<u64, PopError>;
-}
-
-impl<B: WeakBag<Item = u64>> Worker for &B {
-    fn push(&self, value: u64) {
-        WeakBag::push(*self, value)
-    }
-    fn try_push(&self, value: u64) -> Result<(), u64> {
-        WeakBag::try_push(*self, value)
-    }
-    fn pop(&self) -> Option<u64> {
-        WeakBag::pop(*self)
-    }
-    fn try_pop(&self) -> Result<u64, PopError> {
-        WeakBag::try_pop(*self)
-    }
-}
-
-macro_rules! worker_for_handle {
-    ($($handle:ty),* $(,)?) => {$(
-        impl Worker for $handle {
-            fn push(&self, value: u64) {
-                <$handle>::push(self, value)
-            }
-            fn try_push(&self, value: u64) -> Result<(), u64> {
-                <$handle>::try_push(self, value)
-            }
-            fn pop(&self) -> Option<u64> {
-                <$handle>::pop(self)
-            }
-            fn try_pop(&self) -> Result<u64, PopError> {
-                <$handle>::try_pop(self)
-            }
-        }
-    )*};
-}
-
-worker_for_handle!(
-    mpmc::Handle<'_, u64, 64>,
-    mpmc::Handle<'_, u64>,
-    stack::Handle<'_, u64>,
-    bagpipe::Handle<'_, Queue<u64, 64>>,
-    bagpipe::Handle<'_, Queue<u64>>,
-    bagpipe::Handle<'_, Stack<u64>>,
-);
+type Worker<'a> = dyn BagHandle<Item = u64> + 'a;
 
 /// A bag under test, and how its threads reach it.
 trait Bag: WeakBag<Item = u64> + Sync {
     /// With `handles`, a handle made by the calling thread; else the bag itself.
-    fn worker(&self, handles: bool) -> Box<dyn Worker + '_>;
+    fn worker(&self, handles: bool) -> Box<Worker<'_>>;
 }
 
-macro_rules! bag_with_handles {
-    ($($bag:ty),* $(,)?) => {$(
-        impl Bag for $bag {
-            fn worker(&self, handles: bool) -> Box<dyn Worker + '_> {
-                if handles {
-                    Box::new(self.handle())
-                } else {
-                    Box::new(self)
-                }
-            }
+impl<B: WeakBag<Item = u64> + Sync> Bag for B {
+    fn worker(&self, handles: bool) -> Box<Worker<'_>> {
+        if handles {
+            Box::new(self.handle())
+        } else {
+            Box::new(self)
         }
-    )*};
+    }
 }
-
-bag_with_handles!(
-    Queue<u64, 64>,
-    Queue<u64>,
-    Stack<u64>,
-    Bagpipe<Queue<u64, 64>>,
-    Bagpipe<Queue<u64>>,
-    Bagpipe<Stack<u64>>,
-);
 
 /// Half the threads push `ops / 2` distinct values, half pop until all have arrived (mixing
 /// `try_pop` and `pop`). With `fifo`, each consumer checks that every producer's values reach
@@ -203,7 +142,7 @@ fn producers_consumers<B: Bag>(bag: &B, ops: usize, fifo: bool, handles: bool) {
     ledger.assert_complete();
 }
 
-fn produce(bag: &dyn Worker, producer: usize, per_producer: usize) {
+fn produce(bag: &Worker<'_>, producer: usize, per_producer: usize) {
     for seq in 0..per_producer {
         let value = Ledger::value(producer, seq);
         if seq % 2 == 0 {
@@ -211,14 +150,14 @@ fn produce(bag: &dyn Worker, producer: usize, per_producer: usize) {
         } else {
             let mut value = value;
             while let Err(back) = bag.try_push(value) {
-                value = back;
+                value = back.into_inner();
             }
         }
     }
 }
 
 fn consume(
-    bag: &dyn Worker,
+    bag: &Worker<'_>,
     ledger: &Ledger,
     popped: &AtomicUsize,
     total: usize,
