@@ -1,7 +1,9 @@
 //! Suite `bag`: the Bagpipes benchmark (the bagpipe crate's `bench_bag`), fitted to two cores.
 //!
 //! Subjects: pitlane's [`Bagpipe`] over its fetch-and-add queue and over its Treiber stack,
-//! the bare [`mpmc::Queue`] and [`Stack`], and what a Rust user would pick instead:
+//! the bare [`mpmc::Queue`] and [`Stack`] — each twice, through its plain methods (named after
+//! the structure) and through a per-thread handle (named `…::Handle`) — and what a Rust user
+//! would pick instead:
 //! `crossbeam_queue::SegQueue` and `ArrayQueue`, `concurrent_queue::ConcurrentQueue` (bounded
 //! and unbounded), and a `VecDeque` behind `std::sync::Mutex` or `parking_lot::Mutex`; a
 //! `parking_lot::Mutex<Vec>` stands beside the stack. Every item is a `u64`; the bounded
@@ -106,6 +108,11 @@ impl Suite for Bag {
         let bagpipe = <Bagpipe<mpmc::Queue<u64>> as BagSubject>::NAME;
         let queue = <mpmc::Queue<u64> as BagSubject>::NAME;
         let stack = <Stack<u64> as BagSubject>::NAME;
+        let stack_bagpipe = <Bagpipe<Stack<u64>> as BagSubject>::NAME;
+        let plain_bagpipe = <Plain<Bagpipe<mpmc::Queue<u64>>> as BagSubject>::NAME;
+        let plain_stack_bagpipe = <Plain<Bagpipe<Stack<u64>>> as BagSubject>::NAME;
+        let plain_queue = <Plain<mpmc::Queue<u64>> as BagSubject>::NAME;
+        let plain_stack = <Plain<Stack<u64>> as BagSubject>::NAME;
         let mops = Metric::new("mops_per_s", "Mops/s", Better::Higher);
         let goal = |workload: &str, threads: usize, ours: &str, peer: &str, target: f64| {
             Goal::ratio(
@@ -118,7 +125,19 @@ impl Suite for Bag {
             )
             .from_issue(5)
         };
-        vec![
+        // Issue 15: the plain calls a user makes first are as fast as the handles.
+        let plain = |workload: &str, threads: usize, ours: &str, peer: &str, target: f64| {
+            Goal::ratio(
+                workload,
+                params! {"threads" => threads},
+                &mops,
+                ours,
+                peer,
+                target,
+            )
+            .from_issue(15)
+        };
+        let mut goals = vec![
             goal("pairs", 2, bagpipe, segqueue, 2.0),
             goal("pairs", 4, bagpipe, segqueue, 1.5),
             goal("pairs", 2, queue, segqueue, 1.2),
@@ -126,7 +145,19 @@ impl Suite for Bag {
             goal("pairs", 2, stack, mutex_vec, 1.0),
             goal("pairs_prefilled", 2, stack, mutex_vec, 1.0),
             goal("producer_consumer", 2, stack, mutex_vec, 1.0),
-        ]
+        ];
+        for workload in ["pairs", "pairs_prefilled"] {
+            for (ours, handle) in [
+                (plain_queue, queue),
+                (plain_stack, stack),
+                (plain_bagpipe, bagpipe),
+                (plain_stack_bagpipe, stack_bagpipe),
+            ] {
+                goals.push(plain(workload, 2, ours, handle, 0.9));
+            }
+        }
+        goals.push(plain("pairs", 1, plain_stack, mutex_vec, 1.0));
+        goals
     }
 
     fn run(&self, bench: &mut Bench) -> Result<(), BenchError> {
@@ -136,10 +167,12 @@ impl Suite for Bag {
             "Each run lasts {} ms per subject; threads beyond the machine's {} cores \
              oversubscribe it. Mops/s counts successful pushes plus pops. Bagpipes have {} \
              pipes (twice the available parallelism, rounded up to a power of two). Each \
-             thread works through its own handle for pitlane's subjects: `Queue::handle` \
-             keeps the thread pinned to the epoch (renewed every 256 operations) instead of \
-             pinning per operation, `Stack::handle` keeps a stash of free nodes, and a \
-             Bagpipe handle holds one such session per pipe. Bounded subjects have capacity \
+             of pitlane's structures is measured twice: through its plain methods (subjects \
+             named after the structure, what a user calls first) and through a handle per \
+             thread (subjects named `Handle`): `Queue::handle` keeps the thread pinned to the \
+             epoch (renewed every 256 operations) instead of pinning per operation, \
+             `Stack::handle` keeps a stash of free nodes, and a Bagpipe handle holds one such \
+             handle per pipe. Bounded subjects have capacity \
              {CAPACITY}. \
              producer_consumer needs a producer and a consumer, so it runs at 2 and 4 threads \
              only; its Mops/s include the drain after the producers stop, and its \
@@ -251,6 +284,10 @@ fn subjects() -> Vec<Entry> {
         Entry::of::<Bagpipe<Stack<u64>>>(),
         Entry::of::<mpmc::Queue<u64>>(),
         Entry::of::<Stack<u64>>(),
+        Entry::of::<Plain<Bagpipe<mpmc::Queue<u64>>>>(),
+        Entry::of::<Plain<Bagpipe<Stack<u64>>>>(),
+        Entry::of::<Plain<mpmc::Queue<u64>>>(),
+        Entry::of::<Plain<Stack<u64>>>(),
         Entry::of::<crossbeam_queue::SegQueue<u64>>(),
         Entry::of::<crossbeam_queue::ArrayQueue<u64>>(),
         Entry::of::<BoundedConcurrentQueue>(),
@@ -308,7 +345,7 @@ impl<B: pitlane_queue::WeakBag<Item = u64>> Worker for bagpipe::Handle<'_, B> {
 }
 
 impl BagSubject for Bagpipe<mpmc::Queue<u64>> {
-    const NAME: &'static str = "pitlane::bagpipe::Bagpipe<mpmc::Queue>";
+    const NAME: &'static str = "pitlane::bagpipe::Handle<mpmc::Queue>";
     const PEER: bool = false;
     const FIFO: bool = false;
     fn make() -> Self {
@@ -320,7 +357,7 @@ impl BagSubject for Bagpipe<mpmc::Queue<u64>> {
 }
 
 impl BagSubject for Bagpipe<Stack<u64>> {
-    const NAME: &'static str = "pitlane::bagpipe::Bagpipe<stack::Stack>";
+    const NAME: &'static str = "pitlane::bagpipe::Handle<stack::Stack>";
     const PEER: bool = false;
     const FIFO: bool = false;
     fn make() -> Self {
@@ -344,7 +381,7 @@ impl Worker for mpmc::Handle<'_, u64> {
 }
 
 impl BagSubject for mpmc::Queue<u64> {
-    const NAME: &'static str = "pitlane::mpmc::Queue";
+    const NAME: &'static str = "pitlane::mpmc::Handle";
     const PEER: bool = false;
     const FIFO: bool = true;
     fn make() -> Self {
@@ -368,7 +405,7 @@ impl Worker for pitlane_queue::stack::Handle<'_, u64> {
 }
 
 impl BagSubject for Stack<u64> {
-    const NAME: &'static str = "pitlane::stack::Stack";
+    const NAME: &'static str = "pitlane::stack::Handle";
     const PEER: bool = false;
     const FIFO: bool = false;
     fn make() -> Self {
@@ -424,6 +461,45 @@ impl BagSubject for crossbeam_queue::ArrayQueue<u64> {
     fn worker(&self) -> impl Worker + '_ {
         self
     }
+}
+
+/// One of pitlane's structures used through its plain methods (`queue.push(..)`), with no
+/// handle: what a user calls first.
+struct Plain<B>(B);
+
+impl<B: pitlane_queue::WeakBag<Item = u64>> Worker for Plain<B> {
+    #[inline]
+    fn try_push(&self, item: u64) -> Result<(), u64> {
+        self.0.push(item);
+        Ok(())
+    }
+    #[inline]
+    fn try_pop(&self) -> Option<u64> {
+        self.0.pop()
+    }
+}
+
+macro_rules! plain_subject {
+    ($($bag:ty => $name:literal, fifo: $fifo:literal;)*) => {$(
+        impl BagSubject for Plain<$bag> {
+            const NAME: &'static str = $name;
+            const PEER: bool = false;
+            const FIFO: bool = $fifo;
+            fn make() -> Self {
+                Plain(<$bag>::new())
+            }
+            fn worker(&self) -> impl Worker + '_ {
+                self
+            }
+        }
+    )*};
+}
+
+plain_subject! {
+    Bagpipe<mpmc::Queue<u64>> => "pitlane::bagpipe::Bagpipe<mpmc::Queue>", fifo: false;
+    Bagpipe<Stack<u64>> => "pitlane::bagpipe::Bagpipe<stack::Stack>", fifo: false;
+    mpmc::Queue<u64> => "pitlane::mpmc::Queue", fifo: true;
+    Stack<u64> => "pitlane::stack::Stack", fifo: false;
 }
 
 /// `concurrent_queue::ConcurrentQueue::bounded(CAPACITY)`.
