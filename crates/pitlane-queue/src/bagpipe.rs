@@ -235,6 +235,13 @@ impl<B: WeakBag + Default> Default for Bagpipe<B> {
 
 impl<B: WeakBag> Bagpipe<B> {
     /// How many pipes there are (a power of two).
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag = Bagpipe::<Stack<u8>>::with_pipes(3).unwrap();
+    /// assert_eq!(bag.pipe_count(), 4);
+    /// ```
     pub fn pipe_count(&self) -> usize {
         self.pipes.len()
     }
@@ -342,7 +349,16 @@ impl<B: WeakBag> Bagpipe<B> {
         })
     }
 
-    /// About how many items the Bagpipe holds: the sum of the pipes' guesses.
+    /// About how many items the Bagpipe holds: the sum of the pipes' lengths, each read at a
+    /// different moment, so a guess while operations are in flight (exact when none are).
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u8>> = Bagpipe::new();
+    /// (0..3).for_each(|i| bag.push(i));
+    /// assert_eq!(bag.size_guess(), 3);
+    /// ```
     pub fn size_guess(&self) -> usize {
         self.pipes.iter().map(|pipe| pipe.size_guess()).sum()
     }
@@ -507,6 +523,25 @@ where
 {
     /// Pushes `item` like [`push`](Self::push) and records in its handle where it landed, so
     /// that [`revoke`](Self::revoke) can take it back.
+    ///
+    /// ```
+    /// use pitlane_queue::bagpipe::Bagpipe;
+    /// use pitlane_queue::mpmc::Queue;
+    /// use pitlane_queue::revoke::{Revocable, RevokeHandle};
+    ///
+    /// struct Page(RevokeHandle);
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let page = Page(RevokeHandle::new());
+    /// let bag: Bagpipe<Queue<&Page>> = Bagpipe::new();
+    /// bag.push_revocable(&page);
+    /// assert!(page.0.is_in_bag());
+    /// ```
     pub fn push_revocable(&self, item: B::Item) {
         with_thread_walk(|walk| {
             self.push_walk_until_taken(walk, item, |i, item| self.pipes[i].try_push_revocable(item))
@@ -514,6 +549,26 @@ where
     }
 
     /// One round of [`try_push_revocable`](RevocableBag::try_push_revocable) over the pipes.
+    ///
+    /// ```
+    /// use pitlane_queue::bagpipe::Bagpipe;
+    /// use pitlane_queue::mpmc::Queue;
+    /// use pitlane_queue::revoke::{Revocable, RevokeHandle};
+    ///
+    /// struct Page(RevokeHandle);
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let page = Page(RevokeHandle::new());
+    /// let bag: Bagpipe<Queue<&Page>> = Bagpipe::new();
+    /// assert!(bag.try_push_revocable(&page).is_ok());
+    /// // SAFETY: the page was pushed into `bag`, alive here.
+    /// assert!(unsafe { bag.revoke(&&page) });
+    /// ```
     pub fn try_push_revocable(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
         with_thread_walk(|walk| {
             self.push_walk(walk, item, self.pipes.len(), |i, item| {

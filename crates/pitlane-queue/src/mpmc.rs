@@ -657,8 +657,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// The cell of `ticket`, the next to pop as far as we saw, did not hold a published plain
-    /// value.
-    #[cold]
+    /// value. Not `#[cold]`: a poll of an empty queue comes here every time; it is only kept
+    /// out of line so that the fast path stays small.
+    #[inline(never)]
     fn pop_slow(
         segment: &Segment<T, SEGMENT>,
         ticket: usize,

@@ -91,7 +91,14 @@ pub struct RevokeHandle {
 }
 
 impl RevokeHandle {
-    /// A handle of an item that is in no bag.
+    /// A handle of an item that is in no bag; `const`, so a handle can sit in a `static`.
+    ///
+    /// ```
+    /// use pitlane_queue::revoke::RevokeHandle;
+    ///
+    /// static HANDLE: RevokeHandle = RevokeHandle::new();
+    /// assert!(!HANDLE.is_in_bag());
+    /// ```
     #[cfg(not(pitlane_loom))]
     pub const fn new() -> Self {
         Self {
@@ -109,6 +116,26 @@ impl RevokeHandle {
 
     /// Whether a tracked push has placed the item in a bag and no pop or revoke has taken it
     /// out since (a snapshot: a concurrent pop may be taking it right now).
+    ///
+    /// ```
+    /// use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// struct Page(RevokeHandle);
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let page = Page(RevokeHandle::new());
+    /// let stack = Stack::new();
+    /// stack.push_revocable(&page);
+    /// assert!(page.0.is_in_bag());
+    /// stack.pop();
+    /// assert!(!page.0.is_in_bag());
+    /// ```
     pub fn is_in_bag(&self) -> bool {
         !self.slot.load(Ordering::Acquire).is_null()
     }
