@@ -81,7 +81,7 @@ use crossbeam_utils::CachePadded;
 use pitlane_sync::shim::atomic::{AtomicUsize, Ordering};
 
 use crate::revoke::{Revocable, RevocableBag};
-use crate::weak_bag::{BagHandle, PopError, PushError, WeakBag};
+use crate::weak_bag::{BagHandle, IntoIter, PopError, PushError, WeakBag};
 
 /// The most pipes a Bagpipe may have.
 pub const MAX_PIPES: usize = 1 << 16;
@@ -913,55 +913,23 @@ where
     }
 }
 
-/// The Bagpipe's items, in no particular order, as [`Bagpipe::into_iter`] hands them out.
-///
-/// ```
-/// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
-///
-/// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
-/// (0..4).for_each(|i| bag.push(i));
-/// let mut all: Vec<u32> = bag.into_iter().collect();
-/// all.sort();
-/// assert_eq!(all, [0, 1, 2, 3]);
-/// ```
-pub struct IntoIter<B> {
-    pipes: std::vec::IntoIter<CachePadded<B>>,
-    current: Option<B>,
-}
-
-impl<B: WeakBag> Iterator for IntoIter<B> {
-    type Item = B::Item;
-
-    fn next(&mut self) -> Option<B::Item> {
-        loop {
-            if let Some(item) = self.current.as_ref().and_then(WeakBag::pop) {
-                return Some(item);
-            }
-            self.current = Some(CachePadded::into_inner(self.pipes.next()?));
-        }
-    }
-}
-
-impl<B: WeakBag> core::iter::FusedIterator for IntoIter<B> {}
-
-impl<B: WeakBag> fmt::Debug for IntoIter<B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IntoIter")
-            .field("pipes_left", &self.pipes.len())
-            .finish()
-    }
-}
-
 impl<B: WeakBag> IntoIterator for Bagpipe<B> {
     type Item = B::Item;
-    type IntoIter = IntoIter<B>;
+    type IntoIter = IntoIter<Self>;
 
-    /// Drains the Bagpipe it consumes, pipe by pipe.
-    fn into_iter(self) -> IntoIter<B> {
-        IntoIter {
-            pipes: self.pipes.into_vec().into_iter(),
-            current: None,
-        }
+    /// Drains the Bagpipe it consumes, in no particular order.
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+    /// (0..4).for_each(|i| bag.push(i));
+    /// let mut all: Vec<u32> = bag.into_iter().collect();
+    /// all.sort();
+    /// assert_eq!(all, [0, 1, 2, 3]);
+    /// ```
+    fn into_iter(self) -> IntoIter<Self> {
+        IntoIter::new(self)
     }
 }
 

@@ -142,7 +142,7 @@ use pitlane_sync::shim::hint::spin_loop;
 use crate::barrier;
 use crate::revoke::{self, Revocable, RevocableBag};
 use crate::slot::{self, EMPTY, FULL, REVOKED, Slot, TAKEN, WRITING};
-use crate::weak_bag::{BagHandle, PopError, PushError, WeakBag};
+use crate::weak_bag::{BagHandle, IntoIter, PopError, PushError, WeakBag};
 
 /// Cells per segment unless the type says otherwise.
 pub const DEFAULT_SEGMENT: usize = 1024;
@@ -1498,49 +1498,22 @@ impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
     }
 }
 
-/// The queue's items, oldest first, as [`Queue::into_iter`] hands them out.
-///
-/// ```
-/// use pitlane_queue::mpmc::Queue;
-///
-/// let queue = Queue::new();
-/// queue.push(1);
-/// queue.push(2);
-/// assert_eq!(queue.into_iter().collect::<Vec<_>>(), [1, 2]);
-/// ```
-pub struct IntoIter<T, const SEGMENT: usize = DEFAULT_SEGMENT>(Queue<T, SEGMENT>);
-
-impl<T, const SEGMENT: usize> Iterator for IntoIter<T, SEGMENT> {
-    type Item = T;
-
-    fn next(&mut self) -> Option<T> {
-        self.0.pop()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        // Nobody else holds the queue: its length is exact.
-        let len = self.0.len();
-        (len, Some(len))
-    }
-}
-
-impl<T, const SEGMENT: usize> ExactSizeIterator for IntoIter<T, SEGMENT> {}
-
-impl<T, const SEGMENT: usize> core::iter::FusedIterator for IntoIter<T, SEGMENT> {}
-
-impl<T, const SEGMENT: usize> fmt::Debug for IntoIter<T, SEGMENT> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("IntoIter").field(&self.0).finish()
-    }
-}
-
 impl<T, const SEGMENT: usize> IntoIterator for Queue<T, SEGMENT> {
     type Item = T;
-    type IntoIter = IntoIter<T, SEGMENT>;
+    type IntoIter = IntoIter<Self>;
 
     /// Drains the queue it consumes, oldest item first.
-    fn into_iter(self) -> IntoIter<T, SEGMENT> {
-        IntoIter(self)
+    ///
+    /// ```
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let queue = Queue::new();
+    /// queue.push(1);
+    /// queue.push(2);
+    /// assert_eq!(queue.into_iter().collect::<Vec<_>>(), [1, 2]);
+    /// ```
+    fn into_iter(self) -> IntoIter<Self> {
+        IntoIter::new(self)
     }
 }
 

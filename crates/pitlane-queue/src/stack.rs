@@ -83,7 +83,7 @@ use pitlane_sync::{Tagged, TaggedIndex};
 
 use crate::revoke::{self, Revocable, RevocableBag};
 use crate::slot::{self, FULL, REVOKED, Slot, TAKEN};
-use crate::weak_bag::{BagHandle, PopError, PushError, RetryPause, WeakBag};
+use crate::weak_bag::{BagHandle, IntoIter, PopError, PushError, RetryPause, WeakBag};
 
 /// Bits of a node index in the top and free-list words; the other 43 are the generation, which
 /// then wraps after 2^43 exchanges (2.4 hours even at 10^9 exchanges a second; see
@@ -1005,49 +1005,22 @@ impl<T: Revocable> RevocableBag for Stack<T> {
     }
 }
 
-/// The stack's items, top first, as [`Stack::into_iter`] hands them out.
-///
-/// ```
-/// use pitlane_queue::stack::Stack;
-///
-/// let stack = Stack::new();
-/// stack.push(1);
-/// stack.push(2);
-/// assert_eq!(stack.into_iter().collect::<Vec<_>>(), [2, 1]);
-/// ```
-pub struct IntoIter<T>(Stack<T>);
-
-impl<T> Iterator for IntoIter<T> {
-    type Item = T;
-
-    fn next(&mut self) -> Option<T> {
-        self.0.pop()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        // Nobody else holds the stack: its length is exact.
-        let len = self.0.len();
-        (len, Some(len))
-    }
-}
-
-impl<T> ExactSizeIterator for IntoIter<T> {}
-
-impl<T> core::iter::FusedIterator for IntoIter<T> {}
-
-impl<T> fmt::Debug for IntoIter<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("IntoIter").field(&self.0).finish()
-    }
-}
-
 impl<T> IntoIterator for Stack<T> {
     type Item = T;
-    type IntoIter = IntoIter<T>;
+    type IntoIter = IntoIter<Self>;
 
     /// Drains the stack it consumes, top item first.
-    fn into_iter(self) -> IntoIter<T> {
-        IntoIter(self)
+    ///
+    /// ```
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// let stack = Stack::new();
+    /// stack.push(1);
+    /// stack.push(2);
+    /// assert_eq!(stack.into_iter().collect::<Vec<_>>(), [2, 1]);
+    /// ```
+    fn into_iter(self) -> IntoIter<Self> {
+        IntoIter::new(self)
     }
 }
 

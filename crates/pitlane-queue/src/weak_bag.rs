@@ -267,6 +267,51 @@ impl<B: WeakBag + ?Sized> BagHandle for &B {
     }
 }
 
+/// The items of a bag that [`IntoIterator::into_iter`] consumed, in the order its `pop` gives
+/// them (oldest first for a queue, top first for a stack, none in particular for a Bagpipe).
+/// Nobody else can reach the bag, so its [`size_guess`](WeakBag::size_guess) is exact and the
+/// iterator knows its length; the items it does not yield are dropped with it.
+///
+/// ```
+/// use pitlane_queue::mpmc::Queue;
+///
+/// let queue = Queue::new();
+/// (0..3).for_each(|i| queue.push(i));
+/// let mut items = queue.into_iter();
+/// assert_eq!(items.len(), 3);
+/// assert_eq!(items.next(), Some(0));
+/// ```
+pub struct IntoIter<B>(B);
+
+impl<B: WeakBag> IntoIter<B> {
+    pub(crate) fn new(bag: B) -> Self {
+        Self(bag)
+    }
+}
+
+impl<B: WeakBag> Iterator for IntoIter<B> {
+    type Item = B::Item;
+
+    fn next(&mut self) -> Option<B::Item> {
+        self.0.pop()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let len = self.0.size_guess();
+        (len, Some(len))
+    }
+}
+
+impl<B: WeakBag> ExactSizeIterator for IntoIter<B> {}
+
+impl<B: WeakBag> core::iter::FusedIterator for IntoIter<B> {}
+
+impl<B: core::fmt::Debug> core::fmt::Debug for IntoIter<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("IntoIter").field(&self.0).finish()
+    }
+}
+
 /// Repeats `try_push` until it takes `item`, pausing after each lost race.
 ///
 /// # Panics
