@@ -1236,23 +1236,39 @@ const REFRESH_EVERY: u32 = 256;
 impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// Runs `f` with the handle's pin, taking it if released and renewing it every
     /// [`REFRESH_EVERY`] operations.
-    #[inline]
+    #[inline(always)]
     fn pinned<R>(&self, f: impl FnOnce(&Guard) -> R) -> R {
         let done = self.operations.get().wrapping_add(1);
         self.operations.set(done);
-        let mut guard = self.guard.borrow_mut();
-        match guard.as_mut() {
-            Some(pinned) => {
-                if done % REFRESH_EVERY == 0 {
-                    renew(pinned);
-                }
-            }
-            None => *guard = Some(pin()),
+        if done % REFRESH_EVERY == 0 {
+            self.renew();
         }
-        match guard.as_ref() {
-            Some(pinned) => f(pinned),
+        if let Some(guard) = self.guard.borrow().as_ref() {
+            return f(guard);
+        }
+        self.pin_again();
+        match self.guard.borrow().as_ref() {
+            Some(guard) => f(guard),
             None => unreachable!("pinned just above"),
         }
+    }
+
+    /// Renews a pin held across many operations, so that memory retired since can be
+    /// reclaimed.
+    #[cold]
+    fn renew(&self) {
+        if let Some(guard) = self.guard.borrow_mut().as_mut() {
+            #[cfg(not(pitlane_loom))]
+            guard.repin();
+            #[cfg(pitlane_loom)]
+            let _ = guard;
+        }
+    }
+
+    /// The first operation after the handle was made or released: pin.
+    #[cold]
+    fn pin_again(&self) {
+        *self.guard.borrow_mut() = Some(pin());
     }
 
     /// [`Queue::try_push`] without a pin of its own.
@@ -1321,15 +1337,6 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     pub fn queue(&self) -> &Queue<T, SEGMENT> {
         self.queue
     }
-}
-
-/// Renews a pin that has been held across many operations.
-#[cold]
-fn renew(guard: &mut Guard) {
-    #[cfg(not(pitlane_loom))]
-    guard.repin();
-    #[cfg(pitlane_loom)]
-    let _ = guard;
 }
 
 impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
