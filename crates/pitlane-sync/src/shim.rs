@@ -71,12 +71,22 @@ pub mod cell {
     #[cfg(not(pitlane_loom))]
     impl<T> UnsafeCell<T> {
         /// Wraps `value`.
+        ///
+        /// ```
+        /// let cell = pitlane_sync::shim::cell::UnsafeCell::new(5);
+        /// assert_eq!(cell.into_inner(), 5);
+        /// ```
         #[inline(always)]
         pub const fn new(value: T) -> Self {
             Self(core::cell::UnsafeCell::new(value))
         }
 
         /// Unwraps the value.
+        ///
+        /// ```
+        /// let cell = pitlane_sync::shim::cell::UnsafeCell::new("x");
+        /// assert_eq!(cell.into_inner(), "x");
+        /// ```
         #[inline(always)]
         pub fn into_inner(self) -> T {
             self.0.into_inner()
@@ -86,12 +96,25 @@ pub mod cell {
     #[cfg(not(pitlane_loom))]
     impl<T: ?Sized> UnsafeCell<T> {
         /// Calls `f` with a shared raw pointer to the contents.
+        ///
+        /// ```
+        /// let cell = pitlane_sync::shim::cell::UnsafeCell::new(5);
+        /// // SAFETY: nothing writes the cell meanwhile.
+        /// assert_eq!(cell.with(|p| unsafe { *p }), 5);
+        /// ```
         #[inline(always)]
         pub fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
             f(self.0.get())
         }
 
         /// Calls `f` with a mutable raw pointer to the contents.
+        ///
+        /// ```
+        /// let cell = pitlane_sync::shim::cell::UnsafeCell::new(5);
+        /// // SAFETY: nothing else reads or writes the cell meanwhile.
+        /// cell.with_mut(|p| unsafe { *p = 6 });
+        /// assert_eq!(cell.into_inner(), 6);
+        /// ```
         #[inline(always)]
         pub fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
             f(self.0.get())

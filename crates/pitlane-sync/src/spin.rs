@@ -47,6 +47,11 @@ macro_rules! raw_lock_common {
     ($name:ident) => {
         impl $name {
             /// An unlocked lock.
+            ///
+            /// ```
+            #[doc = concat!("let lock = pitlane_sync::spin::", stringify!($name), "::new();")]
+            /// assert!(!lock.is_locked());
+            /// ```
             #[cfg(not(pitlane_loom))]
             pub const fn new() -> Self {
                 Self {
@@ -63,6 +68,14 @@ macro_rules! raw_lock_common {
             }
 
             /// Takes the lock if it is free, with a single test-and-set; never waits.
+            ///
+            /// ```
+            #[doc = concat!("let lock = pitlane_sync::spin::", stringify!($name), "::new();")]
+            /// assert!(lock.try_lock());
+            /// assert!(!lock.try_lock()); // held
+            /// // SAFETY: this thread holds the lock.
+            /// unsafe { lock.unlock() };
+            /// ```
             #[inline]
             pub fn try_lock(&self) -> bool {
                 !self.test_and_set()
@@ -86,12 +99,28 @@ macro_rules! raw_lock_common {
             /// # Safety
             /// The caller holds the lock (its last `lock` or successful `try_lock` has not been
             /// followed by an `unlock`).
+            ///
+            /// ```
+            #[doc = concat!("let lock = pitlane_sync::spin::", stringify!($name), "::new();")]
+            /// lock.lock();
+            /// // SAFETY: this thread holds the lock.
+            /// unsafe { lock.unlock() };
+            /// assert!(!lock.is_locked());
+            /// ```
             #[inline]
             pub unsafe fn unlock(&self) {
                 self.locked.store(false, Ordering::Release);
             }
 
             /// Whether some thread holds the lock right now (a snapshot, for diagnostics).
+            ///
+            /// ```
+            #[doc = concat!("let lock = pitlane_sync::spin::", stringify!($name), "::new();")]
+            /// assert!(!lock.is_locked());
+            /// lock.lock();
+            /// assert!(lock.is_locked());
+            /// # unsafe { lock.unlock() };
+            /// ```
             #[inline]
             pub fn is_locked(&self) -> bool {
                 self.locked.load(Ordering::Relaxed)
@@ -150,6 +179,14 @@ pub struct RawTas {
 
 impl RawTas {
     /// Waits until the lock is taken by this thread.
+    ///
+    /// ```
+    /// let lock = pitlane_sync::spin::RawTas::new();
+    /// lock.lock();
+    /// assert!(lock.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { lock.unlock() };
+    /// ```
     #[inline]
     pub fn lock(&self) {
         while self.test_and_set() {
@@ -169,6 +206,14 @@ pub struct RawTtas {
 
 impl RawTtas {
     /// Waits until the lock is taken by this thread.
+    ///
+    /// ```
+    /// let lock = pitlane_sync::spin::RawTtas::new();
+    /// lock.lock();
+    /// assert!(lock.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { lock.unlock() };
+    /// ```
     #[inline]
     pub fn lock(&self) {
         if !self.test_and_set() {
@@ -202,6 +247,14 @@ pub struct RawTasBackoff {
 
 impl RawTasBackoff {
     /// Waits until the lock is taken by this thread.
+    ///
+    /// ```
+    /// let lock = pitlane_sync::spin::RawTasBackoff::new();
+    /// lock.lock();
+    /// assert!(lock.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { lock.unlock() };
+    /// ```
     #[inline]
     pub fn lock(&self) {
         if !self.test_and_set() {
