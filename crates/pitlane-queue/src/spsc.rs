@@ -916,7 +916,8 @@ impl<T> Consumer<T> {
         Ok(unsafe { self.read_next() })
     }
 
-    /// The oldest value, left in the queue, or [`PopError::Empty`].
+    /// The oldest value, left in the queue, or [`PopError::Empty`]. Takes `&self`: looking
+    /// changes nothing, so a peeked value can be compared with others held meanwhile.
     ///
     /// ```
     /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(2);
@@ -924,14 +925,24 @@ impl<T> Consumer<T> {
     /// assert_eq!(consumer.peek().map(String::as_str), Ok("front"));
     /// assert_eq!(consumer.try_pop().as_deref(), Ok("front"));
     /// ```
-    pub fn peek(&mut self) -> Result<&T, PopError> {
-        if self.run.is_used_up() && !self.claim() {
-            return Err(PopError::Empty);
-        }
-        // SAFETY: the run is not used up, so its next slot holds a value that only this end
-        // may take, which it cannot do while the returned borrow of `self` lives.
-        let slot = unsafe { self.run.peek() };
-        // SAFETY: as above, the value is initialised and not written by the producer.
+    pub fn peek(&self) -> Result<&T, PopError> {
+        let slot = if self.run.is_used_up() {
+            // SAFETY: `position() < capacity`, and this end has not left.
+            let next = unsafe { self.ring.slot(self.position()) };
+            // The linearization point of a peek outside a claimed run: this `Acquire` load
+            // synchronises with the producer's `Release` store of full, so the value is there.
+            if next.state.load(Ordering::Acquire) != FULL {
+                return Err(PopError::Empty);
+            }
+            next
+        } else {
+            // SAFETY: the run is not used up, so its next slot is full and reserved for this
+            // end.
+            unsafe { self.run.peek() }
+        };
+        // SAFETY: the slot is full, so its value is initialised; only this end empties it, and
+        // it cannot while the returned borrow of `self` lives; the producer does not write a
+        // full slot.
         Ok(slot.value.with(|cell| unsafe { &*cell.cast::<T>() }))
     }
 
@@ -1065,6 +1076,109 @@ impl<T> Iterator for TryIter<'_, T> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         // The claimed run is there for sure; the producer may add any number more meanwhile.
         (self.consumer.run.len(), None)
+    }
+}
+
+impl<'a, T> IntoIterator for &'a mut Consumer<T> {
+    type Item = T;
+    type IntoIter = TryIter<'a, T>;
+
+    /// [`Consumer::try_iter`]: pops until the queue is empty.
+    fn into_iter(self) -> TryIter<'a, T> {
+        self.try_iter()
+    }
+}
+
+/// The values of a [`Consumer`] that was consumed by `into_iter`: it pops until it finds the
+/// queue empty, and drops the consumer (and whatever arrives later) with it.
+///
+/// ```
+/// let (mut producer, consumer) = pitlane_queue::spsc::channel(4);
+/// producer.push_slice(&[1, 2, 3]);
+/// assert_eq!(consumer.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+/// ```
+#[derive(Debug)]
+pub struct IntoIter<T>(Consumer<T>);
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        self.0.try_pop().ok()
+    }
+}
+
+impl<T> IntoIterator for Consumer<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+
+    /// Pops what the queue holds, until it finds it empty.
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter(self)
+    }
+}
+
+/// Bytes in, without blocking: `write` pushes as many bytes as fit and returns how many; a
+/// full queue is [`WouldBlock`](std::io::ErrorKind::WouldBlock), and a queue whose consumer is
+/// gone is [`BrokenPipe`](std::io::ErrorKind::BrokenPipe). `flush` has nothing to do: every
+/// pushed byte is visible to the consumer.
+///
+/// ```
+/// use std::io::{Read, Write};
+///
+/// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+/// assert_eq!(producer.write(b"hello")?, 4);
+/// assert_eq!(producer.write(b"o").unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+/// let mut buffer = [0; 8];
+/// assert_eq!(consumer.read(&mut buffer)?, 4);
+/// assert_eq!(&buffer[..4], b"hell");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl std::io::Write for Producer<u8> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.is_abandoned() {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        match self.push_slice(buf) {
+            0 if !buf.is_empty() => Err(std::io::ErrorKind::WouldBlock.into()),
+            pushed => Ok(pushed),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes out, without blocking: `read` pops as many bytes as are there (up to the buffer) and
+/// returns how many; an empty queue is [`WouldBlock`](std::io::ErrorKind::WouldBlock) while the
+/// producer lives, and the end of the stream (`Ok(0)`) once it is gone.
+///
+/// ```
+/// use std::io::Read;
+///
+/// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(8);
+/// producer.push_slice(b"bytes");
+/// drop(producer);
+/// let mut text = String::new();
+/// consumer.read_to_string(&mut text)?;
+/// assert_eq!(text, "bytes");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl std::io::Read for Consumer<u8> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // Seen before the pops: if the producer was gone then, an empty queue is the end.
+        let abandoned = self.is_abandoned();
+        let mut read = 0;
+        for (byte, value) in buf.iter_mut().zip(self.try_iter()) {
+            *byte = value;
+            read += 1;
+        }
+        if read == 0 && !buf.is_empty() && !abandoned {
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        Ok(read)
     }
 }
 
