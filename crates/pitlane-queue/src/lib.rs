@@ -9,19 +9,34 @@
 //! - [`bagpipe`]: the Bagpipe, an array of weak bags walked in random order: scalable, never
 //!   loses an item, keeps no order.
 //! - [`revoke`]: taking a known item back out of any of those bags with one CAS on its cell.
+//!
+//! Without the default `std` feature the crate is `no_std` (it needs `alloc`) and holds
+//! [`spsc`] and the error types:
+//! `cargo build -p pitlane-queue --no-default-features`.
+#![cfg_attr(not(any(feature = "std", pitlane_loom)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+extern crate alloc;
+
 pub mod spsc;
 
+#[cfg(any(feature = "std", pitlane_loom))]
 pub mod bagpipe;
+#[cfg(any(feature = "std", pitlane_loom))]
 mod barrier;
 mod error;
+#[cfg(any(feature = "std", pitlane_loom))]
 pub mod mpmc;
+#[cfg(any(feature = "std", pitlane_loom))]
 pub mod revoke;
+#[cfg(any(feature = "std", pitlane_loom))]
 mod slot;
+#[cfg(any(feature = "std", pitlane_loom))]
 pub mod stack;
+#[cfg(any(feature = "std", pitlane_loom))]
 pub mod weak_bag;
 
 pub use error::{PopError, PushError};
+#[cfg(any(feature = "std", pitlane_loom))]
 pub use weak_bag::{BagHandle, WeakBag};

@@ -109,6 +109,8 @@
 //! is dropped last. Each end can ask [`Producer::is_abandoned`] / [`Consumer::is_abandoned`]
 //! whether the other is gone. Neither end is `Clone`; both are `Send` when `T` is.
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
@@ -357,7 +359,7 @@ impl fmt::Display for ChannelError {
     }
 }
 
-impl std::error::Error for ChannelError {}
+impl core::error::Error for ChannelError {}
 
 /// One place in the ring.
 struct Slot<T> {
@@ -1135,6 +1137,7 @@ impl<T> IntoIterator for Consumer<T> {
 /// assert_eq!(&buffer[..4], b"hell");
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[cfg(feature = "std")]
 impl std::io::Write for Producer<u8> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if self.is_abandoned() {
@@ -1166,6 +1169,7 @@ impl std::io::Write for Producer<u8> {
 /// assert_eq!(text, "bytes");
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[cfg(feature = "std")]
 impl std::io::Read for Consumer<u8> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         // Seen before the pops: if the producer was gone then, an empty queue is the end.

@@ -10,6 +10,7 @@
 //!   implementations.
 //! - [`tagged`]: [`TaggedIndex`], an index and a generation packed in one `AtomicU64` (20 and
 //!   44 bits unless the type says otherwise), the word an ABA-safe freelist compares and swaps.
+#![cfg_attr(not(any(feature = "std", pitlane_loom)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
