@@ -93,6 +93,18 @@
 //! - A pop that fails takes effect at its `Acquire` load that read *empty* from the slot at the
 //!   consumer's position: the value that would come next has not been pushed.
 //!
+//! # Chunks: values written and read in place
+//!
+//! [`Producer::write_chunk_uninit`] reserves `n` free slots at once and lets the caller write
+//! the values where they will sit; [`WriteChunkUninit::commit`] publishes them.
+//! [`Consumer::read_chunk`] lends `n` queued values in place; [`ReadChunk::commit`] takes them
+//! out. Both look at one slot only, the chunk's last (states change in ring order, so it
+//! decides for all), and a chunk may wrap around the ring's end. A commit stores the state of
+//! each slot in ring order with `Release`; each store is the linearization point of that
+//! value's push (or pop), exactly as for single pushes and pops. After a chunk, the end starts
+//! over with a fresh probe where the chunk ended. `std::io::Write` for `Producer<u8>` and
+//! `std::io::Read` for `Consumer<u8>` move bytes without blocking.
+//!
 //! # Capacity and batch size
 //!
 //! Any capacity of one or more works, with no slot wasted. The batch size is the longest run one
@@ -1078,6 +1090,418 @@ impl<T> Iterator for TryIter<'_, T> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         // The claimed run is there for sure; the producer may add any number more meanwhile.
         (self.consumer.run.len(), None)
+    }
+}
+
+/// A chunk could not be had: the queue holds fewer free slots (for
+/// [`Producer::write_chunk_uninit`]) or fewer values (for [`Consumer::read_chunk`]) than asked.
+///
+/// ```
+/// use pitlane_queue::spsc::{self, ChunkError};
+///
+/// let (mut producer, _consumer) = spsc::channel::<u8>(2);
+/// assert_eq!(producer.write_chunk_uninit(3).unwrap_err(), ChunkError::TooFewSlots(2));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChunkError {
+    /// Only this many slots (or values) were there when the end looked.
+    TooFewSlots(usize),
+}
+
+impl fmt::Display for ChunkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self::TooFewSlots(available) = self;
+        write!(f, "only {available} slots are available")
+    }
+}
+
+impl core::error::Error for ChunkError {}
+
+impl<T> Ring<T> {
+    /// Whether the `n` slots from `start` (wrapping around the ring's end) are all in state
+    /// `wanted`, for `1 <= n <= capacity`: slot states change in ring order only, so the last
+    /// one decides for all, and its `Acquire` load synchronises with the other end's `Release`
+    /// store that covered them.
+    ///
+    /// # Safety
+    /// `start < capacity`, and the end calling has not left.
+    unsafe fn run_is(&self, start: usize, n: usize, wanted: bool) -> bool {
+        debug_assert!(n >= 1 && n <= self.capacity);
+        let last = (start + n - 1) % self.capacity;
+        // SAFETY: `last < capacity`.
+        unsafe { self.slot(last) }.state.load(Ordering::Acquire) == wanted
+    }
+
+    /// The `i`-th slot from `start`, wrapping around the ring's end.
+    ///
+    /// # Safety
+    /// `start < capacity`, `i < capacity`, and the end calling has not left.
+    #[inline]
+    unsafe fn slot_from(&self, start: usize, i: usize) -> &Slot<T> {
+        let mut index = start + i;
+        if index >= self.capacity {
+            index -= self.capacity;
+        }
+        // SAFETY: `index < capacity` by the wrap above.
+        unsafe { self.slot(index) }
+    }
+
+    /// A used-up run positioned at slot `index` (`< capacity`).
+    fn empty_run_at(&self, index: usize) -> Run<T> {
+        debug_assert!(index < self.capacity);
+        // SAFETY: `index < capacity`, inside the slots.
+        Run::empty_at(unsafe { self.slots.add(index) })
+    }
+}
+
+impl<T> Producer<T> {
+    /// Reserves the next `n` free slots, in place, to be written and then published together
+    /// with [`WriteChunkUninit::commit`] (or filled from an iterator by
+    /// [`WriteChunkUninit::fill_from_iter`]), with no probe per value. A chunk may wrap around
+    /// the ring's end; its slots are reached by index. `n = 0` gives an empty chunk.
+    ///
+    /// Fails with [`ChunkError::TooFewSlots`] if fewer than `n` slots are free.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u32>(4);
+    /// let mut chunk = producer.write_chunk_uninit(3)?;
+    /// for i in 0..chunk.len() {
+    ///     chunk.slot(i).write(10 * i as u32);
+    /// }
+    /// // SAFETY: all three slots were written just above.
+    /// unsafe { chunk.commit_all() };
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [0, 10, 20]);
+    /// # Ok::<(), pitlane_queue::spsc::ChunkError>(())
+    /// ```
+    pub fn write_chunk_uninit(&mut self, n: usize) -> Result<WriteChunkUninit<'_, T>, ChunkError> {
+        let start = self.position();
+        if n > 0 {
+            // SAFETY: `start < capacity`, and this end has not left.
+            if n > self.ring.capacity || !unsafe { self.ring.run_is(start, n, EMPTY) } {
+                return Err(ChunkError::TooFewSlots(self.free_slots()));
+            }
+        }
+        Ok(WriteChunkUninit {
+            producer: self,
+            start,
+            len: n,
+        })
+    }
+}
+
+/// Free slots of a queue reserved by [`Producer::write_chunk_uninit`], written in place and
+/// published together. Dropping it without a commit publishes nothing (and drops nothing: the
+/// slots are uninitialized as far as the queue knows).
+///
+/// Publishing `n` slots stores *full* into each, in ring order, with `Release`: the consumer,
+/// which takes slots in the same order, sees a value only once it is written, and each value's
+/// store is the linearization point of its push.
+pub struct WriteChunkUninit<'a, T> {
+    producer: &'a mut Producer<T>,
+    start: usize,
+    len: usize,
+}
+
+impl<T> WriteChunkUninit<'_, T> {
+    /// How many slots the chunk holds.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// assert_eq!(producer.write_chunk_uninit(2).unwrap().len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the chunk holds no slot.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// assert!(producer.write_chunk_uninit(0).unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `i`-th slot of the chunk, to write in place.
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// let mut chunk = producer.write_chunk_uninit(1).unwrap();
+    /// chunk.slot(0).write(7);
+    /// // SAFETY: slot 0 was written.
+    /// unsafe { chunk.commit(1) };
+    /// assert_eq!(consumer.try_pop(), Ok(7));
+    /// ```
+    pub fn slot(&mut self, i: usize) -> &mut MaybeUninit<T> {
+        assert!(i < self.len, "slot {i} of a chunk of {}", self.len);
+        // SAFETY: `start < capacity` and `i < len <= capacity`; the producer has not left while
+        // the chunk borrows it.
+        let slot = unsafe { self.producer.ring.slot_from(self.start, i) };
+        // SAFETY: the slot is empty (the chunk's last slot was seen empty with `Acquire`, and
+        // states change in ring order), so the consumer does not touch its value until it
+        // sees it full; the chunk borrows the producer mutably, so nothing else of this end
+        // reaches it.
+        slot.value.with_mut(|cell| unsafe { &mut *cell })
+    }
+
+    /// Publishes the first `n` slots of the chunk (`n` is capped at `len()`); the others stay
+    /// free. Nothing else is pushed meanwhile: the chunk borrows the producer.
+    ///
+    /// # Safety
+    /// The first `n` slots were written (through [`slot`](Self::slot)).
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// let mut chunk = producer.write_chunk_uninit(3).unwrap();
+    /// chunk.slot(0).write(1);
+    /// chunk.slot(1).write(2);
+    /// // SAFETY: the first two slots were written.
+    /// unsafe { chunk.commit(2) };
+    /// assert_eq!(consumer.len(), 2);
+    /// ```
+    pub unsafe fn commit(self, n: usize) {
+        let n = n.min(self.len);
+        let ring = self.producer.ring;
+        for i in 0..n {
+            // SAFETY: as in `slot`; the caller wrote the value, and the `Release` store hands
+            // it to the consumer.
+            unsafe { ring.slot_from(self.start, i) }
+                .state
+                .store(FULL, Ordering::Release);
+        }
+        self.producer.run = ring.empty_run_at((self.start + n) % ring.capacity);
+    }
+
+    /// Publishes every slot of the chunk.
+    ///
+    /// # Safety
+    /// Every slot was written.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(2);
+    /// let mut chunk = producer.write_chunk_uninit(2).unwrap();
+    /// chunk.slot(0).write(1);
+    /// chunk.slot(1).write(2);
+    /// // SAFETY: both slots were written.
+    /// unsafe { chunk.commit_all() };
+    /// assert!(consumer.len() == 2);
+    /// ```
+    pub unsafe fn commit_all(self) {
+        let n = self.len;
+        // SAFETY: forwarded from the caller.
+        unsafe { self.commit(n) }
+    }
+
+    /// Writes values from `values` into the chunk's slots, in order, until either runs out,
+    /// publishes what it wrote, and returns how many. Safe: only written slots are published.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(8);
+    /// let chunk = producer.write_chunk_uninit(5).unwrap();
+    /// assert_eq!(chunk.fill_from_iter(["a", "b"]), 2);
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), ["a", "b"]);
+    /// ```
+    pub fn fill_from_iter<I: IntoIterator<Item = T>>(mut self, values: I) -> usize {
+        let mut written = 0;
+        let mut values = values.into_iter();
+        while written < self.len {
+            let Some(value) = values.next() else { break };
+            self.slot(written).write(value);
+            written += 1;
+        }
+        // SAFETY: the first `written` slots were written just above.
+        unsafe { self.commit(written) };
+        written
+    }
+}
+
+impl<T> fmt::Debug for WriteChunkUninit<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteChunkUninit")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<T> Consumer<T> {
+    /// The next `n` values, in place, to be read where they lie and then taken out together
+    /// with [`ReadChunk::commit`] (or moved out one by one by its iterator), with no probe per
+    /// value. A chunk may wrap around the ring's end. `n = 0` gives an empty chunk.
+    ///
+    /// Fails with [`ChunkError::TooFewSlots`] if fewer than `n` values are queued.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let chunk = consumer.read_chunk(2)?;
+    /// assert_eq!(chunk.iter().sum::<i32>(), 3);
+    /// chunk.commit_all();
+    /// assert_eq!(consumer.try_pop(), Ok(3));
+    /// # Ok::<(), pitlane_queue::spsc::ChunkError>(())
+    /// ```
+    pub fn read_chunk(&mut self, n: usize) -> Result<ReadChunk<'_, T>, ChunkError> {
+        let start = self.position();
+        if n > 0 {
+            // SAFETY: `start < capacity`, and this end has not left.
+            if n > self.ring.capacity || !unsafe { self.ring.run_is(start, n, FULL) } {
+                return Err(ChunkError::TooFewSlots(self.len()));
+            }
+        }
+        Ok(ReadChunk {
+            consumer: self,
+            start,
+            len: n,
+            taken: 0,
+        })
+    }
+}
+
+/// Queued values reserved by [`Consumer::read_chunk`], read in place and taken out together.
+/// Dropping it takes out the values its iterator moved out and leaves the others queued.
+///
+/// Taking `n` values out stores *empty* into each slot, in ring order, with `Release`, after
+/// the value was moved or dropped: the producer reuses a slot only once it sees it empty. Each
+/// store is the linearization point of that value's pop.
+pub struct ReadChunk<'a, T> {
+    consumer: &'a mut Consumer<T>,
+    start: usize,
+    len: usize,
+    /// How many values, from the first, the iterator has moved out.
+    taken: usize,
+}
+
+impl<T> ReadChunk<'_, T> {
+    /// How many values the chunk holds (not yet taken out).
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2]);
+    /// assert_eq!(consumer.read_chunk(2).unwrap().len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len - self.taken
+    }
+
+    /// Whether the chunk holds no value.
+    ///
+    /// ```
+    /// let (_producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// assert!(consumer.read_chunk(0).unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`-th value of the chunk, if `i < len()`.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&['x', 'y']);
+    /// let chunk = consumer.read_chunk(2).unwrap();
+    /// assert_eq!((chunk.get(1), chunk.get(2)), (Some(&'y'), None));
+    /// ```
+    pub fn get(&self, i: usize) -> Option<&T> {
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: `start < capacity`, `taken + i < len <= capacity`; the consumer has not left
+        // while the chunk borrows it.
+        let slot = unsafe { self.consumer.ring.slot_from(self.start, self.taken + i) };
+        // SAFETY: the slot is full (the chunk's last slot was seen full with `Acquire`, and
+        // states change in ring order), so its value is initialised and the producer does not
+        // write it; only this end empties it, which it cannot while `self` is borrowed.
+        Some(slot.value.with(|cell| unsafe { &*cell.cast::<T>() }))
+    }
+
+    /// The values of the chunk, in place, oldest first.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let chunk = consumer.read_chunk(3).unwrap();
+    /// assert_eq!(chunk.iter().copied().collect::<Vec<_>>(), [1, 2, 3]);
+    /// ```
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &T> + '_ {
+        (0..self.len()).map(|i| self.get(i).expect("inside the chunk"))
+    }
+
+    /// Takes the first `n` values out of the queue (`n` is capped at `len()`) and drops them;
+    /// the others stay queued.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// consumer.read_chunk(3).unwrap().commit(2);
+    /// assert_eq!(consumer.try_pop(), Ok(3));
+    /// ```
+    pub fn commit(mut self, n: usize) {
+        let n = n.min(self.len());
+        for _ in 0..n {
+            drop(self.take_next());
+        }
+        // `drop` settles the run.
+    }
+
+    /// Takes every value of the chunk out of the queue and drops them.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2]);
+    /// consumer.read_chunk(2).unwrap().commit_all();
+    /// assert!(consumer.is_empty());
+    /// ```
+    pub fn commit_all(self) {
+        let n = self.len();
+        self.commit(n);
+    }
+
+    /// Moves the next value out and hands its slot back to the producer.
+    fn take_next(&mut self) -> T {
+        debug_assert!(self.taken < self.len);
+        // SAFETY: as in `get`: the slot is full and reserved for this end.
+        let slot = unsafe { self.consumer.ring.slot_from(self.start, self.taken) };
+        // SAFETY: the value is initialised; the store of empty below gives the slot up, so it
+        // is moved out exactly once.
+        let value = slot.value.with(|cell| unsafe { cell.cast::<T>().read() });
+        slot.state.store(EMPTY, Ordering::Release);
+        self.taken += 1;
+        value
+    }
+}
+
+impl<T> Iterator for ReadChunk<'_, T> {
+    type Item = T;
+
+    /// Moves the next value out of the queue.
+    fn next(&mut self) -> Option<T> {
+        (self.taken < self.len).then(|| self.take_next())
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.len(), Some(self.len()))
+    }
+}
+
+impl<T> ExactSizeIterator for ReadChunk<'_, T> {}
+
+impl<T> Drop for ReadChunk<'_, T> {
+    fn drop(&mut self) {
+        // The consumer goes on after the values taken out; its old run (if any) covered slots
+        // now taken, so it starts over with a fresh probe there.
+        let ring = self.consumer.ring;
+        self.consumer.run = ring.empty_run_at((self.start + self.taken) % ring.capacity);
+    }
+}
+
+impl<T> fmt::Debug for ReadChunk<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadChunk")
+            .field("len", &self.len())
+            .finish()
     }
 }
 

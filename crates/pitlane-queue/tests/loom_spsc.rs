@@ -185,3 +185,32 @@ fn queued_values_dropped_once_by_last_end() {
         assert_eq!(drops.load(Ordering::SeqCst), 3);
     });
 }
+
+/// A chunk commit of two values races a chunk read and a pop on a ring of three slots (the
+/// chunk wraps around the ring's end on the second lap): the consumer sees values only once
+/// they are published, in order, each once.
+#[test]
+fn a_chunk_commit_racing_a_chunk_read_delivers_in_order() {
+    loom::model(|| {
+        let (mut producer, mut consumer) = Builder::new(3).batch(1).build::<usize>().unwrap();
+        // Move both ends to slot 2, so that the chunk below wraps.
+        producer.try_push(0).unwrap();
+        producer.try_push(1).unwrap();
+        assert_eq!(consumer.try_pop(), Ok(0));
+        assert_eq!(consumer.try_pop(), Ok(1));
+        let pusher = thread::spawn(move || {
+            let chunk = producer.write_chunk_uninit(2).unwrap();
+            assert_eq!(chunk.fill_from_iter([2, 3]), 2);
+            producer
+        });
+        let mut got = Vec::new();
+        if let Ok(chunk) = consumer.read_chunk(2) {
+            got.extend(chunk);
+        } else if let Ok(value) = consumer.try_pop() {
+            got.push(value);
+        }
+        let _producer = pusher.join().unwrap();
+        got.extend(consumer.try_iter());
+        assert_eq!(got, [2, 3]);
+    });
+}

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use pitlane_queue::spsc::{Builder, ChannelError, PopError, PushError};
+use pitlane_queue::spsc::{Builder, ChannelError, ChunkError, PopError, PushError};
 use proptest::prelude::*;
 
 /// A setting drawn from the edges (0, 1, the capacity and its neighbours, `usize::MAX` and
@@ -32,6 +32,10 @@ enum Op {
     Pop,
     Peek,
     PushIter(u8),
+    /// Reserve a chunk of `.0` slots, write and publish `.1` of them.
+    WriteChunk(u8, u8),
+    /// Read a chunk of `.0` values, take `.1` of them out (then iterate the rest).
+    ReadChunk(u8, u8),
 }
 
 fn script() -> impl Strategy<Value = Vec<Op>> {
@@ -41,6 +45,8 @@ fn script() -> impl Strategy<Value = Vec<Op>> {
             4 => Just(Op::Pop),
             1 => Just(Op::Peek),
             1 => any::<u8>().prop_map(Op::PushIter),
+            1 => (0u8..50, 0u8..50).prop_map(|(n, k)| Op::WriteChunk(n, k)),
+            1 => (0u8..50, 0u8..50).prop_map(|(n, k)| Op::ReadChunk(n, k)),
         ],
         0..200,
     )
@@ -114,6 +120,53 @@ proptest! {
                     Err(PopError::Empty) => prop_assert!(model.is_empty()),
                     Err(PopError::Transient) => prop_assert!(false, "a transient spsc peek"),
                 },
+                Op::WriteChunk(n, k) => {
+                    let (n, k) = (usize::from(n), usize::from(k));
+                    match producer.write_chunk_uninit(n) {
+                        Ok(mut chunk) => {
+                            prop_assert!(n <= capacity - model.len(), "a chunk beyond the free slots");
+                            prop_assert_eq!(chunk.len(), n);
+                            let k = k.min(n);
+                            for i in 0..k {
+                                chunk.slot(i).write(1000 + i as u32);
+                            }
+                            // SAFETY: the first `k` slots were written just above.
+                            unsafe { chunk.commit(k) };
+                            model.extend((0..k).map(|i| 1000 + i as u32));
+                        }
+                        Err(ChunkError::TooFewSlots(free)) => {
+                            prop_assert!(n > capacity - model.len(), "refused a chunk that fits");
+                            prop_assert_eq!(free, capacity - model.len());
+                        }
+                    }
+                }
+                Op::ReadChunk(n, k) => {
+                    let (n, k) = (usize::from(n), usize::from(k));
+                    match consumer.read_chunk(n) {
+                        Ok(chunk) => {
+                            prop_assert!(n <= model.len(), "a chunk beyond the queued values");
+                            let seen: Vec<u32> = chunk.iter().copied().collect();
+                            let expected: Vec<u32> = model.iter().take(n).copied().collect();
+                            prop_assert_eq!(seen, expected);
+                            if k % 2 == 0 {
+                                chunk.commit(k);
+                                for _ in 0..k.min(n) {
+                                    model.pop_front();
+                                }
+                            } else {
+                                // Move some out through the iterator, leave the rest queued.
+                                let mut chunk = chunk;
+                                for _ in 0..k.min(n) {
+                                    prop_assert_eq!(chunk.next(), model.pop_front());
+                                }
+                            }
+                        }
+                        Err(ChunkError::TooFewSlots(queued)) => {
+                            prop_assert!(n > model.len(), "refused a chunk that is there");
+                            prop_assert_eq!(queued, model.len());
+                        }
+                    }
+                }
                 Op::PushIter(count) => {
                     let values: Vec<u32> = (0..u32::from(count)).collect();
                     let pushed = producer.push_iter(values.iter().copied());
