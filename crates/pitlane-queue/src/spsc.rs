@@ -235,6 +235,11 @@ pub struct Builder {
 
 impl Builder {
     /// A queue of `capacity` slots with the default batch size and adaptive backtracking.
+    ///
+    /// ```
+    /// let (producer, _consumer) = pitlane_queue::spsc::Builder::new(8).build::<u8>().unwrap();
+    /// assert_eq!(producer.capacity(), 8);
+    /// ```
     pub fn new(capacity: usize) -> Self {
         Self {
             capacity,
@@ -244,13 +249,32 @@ impl Builder {
         }
     }
 
-    /// The longest run of slots one probe may claim, on both ends (`1..=capacity`).
+    /// The longest run of slots one probe may claim, on both ends (`1..=capacity`; anything
+    /// else makes [`build`](Self::build) fail).
+    ///
+    /// ```
+    /// use pitlane_queue::spsc::{Builder, ChannelError};
+    ///
+    /// assert!(Builder::new(8).batch(8).build::<u8>().is_ok());
+    /// assert_eq!(
+    ///     Builder::new(8).batch(9).build::<u8>().unwrap_err(),
+    ///     ChannelError::BatchOutOfRange { batch: 9, capacity: 8 }
+    /// );
+    /// ```
     pub fn batch(mut self, batch: usize) -> Self {
         self.batch = Some(batch);
         self
     }
 
-    /// How much the starting distance of a search grows after each search (at least 1).
+    /// How much the starting distance of a search grows after each search (at least 1; any
+    /// larger value, up to `usize::MAX`, only makes searches start from the full batch).
+    ///
+    /// ```
+    /// use pitlane_queue::spsc::{Builder, ChannelError};
+    ///
+    /// assert!(Builder::new(8).increment(usize::MAX).build::<u8>().is_ok());
+    /// assert_eq!(Builder::new(8).increment(0).build::<u8>().unwrap_err(), ChannelError::ZeroIncrement);
+    /// ```
     pub fn increment(mut self, increment: usize) -> Self {
         self.increment = Some(increment);
         self
@@ -259,12 +283,30 @@ impl Builder {
     /// Whether a search starts from the size that last succeeded (`true`, the default, the
     /// paper's self-adaptive backtracking) or always from the full batch (`false`, its plain
     /// backtracking).
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) =
+    ///     pitlane_queue::spsc::Builder::new(4).adaptive(false).build::<u8>().unwrap();
+    /// producer.try_push(1).unwrap();
+    /// assert_eq!(consumer.try_pop(), Ok(1));
+    /// ```
     pub fn adaptive(mut self, adaptive: bool) -> Self {
         self.adaptive = adaptive;
         self
     }
 
-    /// Allocates the ring and returns the two ends.
+    /// Allocates the ring and returns the two ends, or says why it cannot (a bad setting, or
+    /// an allocation the allocator refused: never an abort).
+    ///
+    /// ```
+    /// use pitlane_queue::spsc::{Builder, ChannelError};
+    ///
+    /// assert_eq!(Builder::new(0).build::<u8>().unwrap_err(), ChannelError::ZeroCapacity);
+    /// assert!(matches!(
+    ///     Builder::new(1 << 58).build::<u64>(),
+    ///     Err(ChannelError::OutOfMemory { .. })
+    /// ));
+    /// ```
     pub fn build<T>(self) -> Result<(Producer<T>, Consumer<T>), ChannelError> {
         let capacity = self.capacity;
         if capacity == 0 {
@@ -503,11 +545,11 @@ impl<T> Ring<T> {
     }
 
     /// The rest of [`Ring::claim`] once the next slot is known to be usable: out of line, so
-    /// that a poll of an empty (or full) queue stays a few instructions.
+    /// that a poll of an empty (or full) queue stays a few instructions. Not `#[cold]`: a
+    /// streaming end comes here once per batch.
     ///
     /// # Safety
     /// As for `claim`, and `next` points at a slot of the ring seen `wanted`.
-    #[cold]
     #[inline(never)]
     unsafe fn claim_from(
         &self,
@@ -791,6 +833,11 @@ impl<T> Producer<T> {
     }
 
     /// The number of slots in the ring.
+    ///
+    /// ```
+    /// let (producer, _consumer) = pitlane_queue::spsc::channel::<u8>(5);
+    /// assert_eq!(producer.capacity(), 5);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.ring.capacity
     }
@@ -808,12 +855,25 @@ impl<T> Producer<T> {
     }
 
     /// Whether the queue looked empty during the call.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(2);
+    /// assert!(producer.is_empty());
+    /// producer.try_push(1).unwrap();
+    /// assert!(!producer.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// How many values could be pushed now: a snapshot, never more than there is room for
     /// (the consumer only makes more room).
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.try_push(1).unwrap();
+    /// assert_eq!(producer.free_slots(), 3);
+    /// ```
     pub fn free_slots(&self) -> usize {
         let start = self.position();
         // SAFETY: `position() < capacity`, and this end has not left.
@@ -821,6 +881,13 @@ impl<T> Producer<T> {
     }
 
     /// Whether the queue is full now, that is whether [`try_push`](Self::try_push) would fail.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(1);
+    /// assert!(!producer.is_full());
+    /// producer.try_push(1).unwrap();
+    /// assert!(producer.is_full());
+    /// ```
     pub fn is_full(&self) -> bool {
         // SAFETY: `position() < capacity`, and this end has not left.
         self.run.is_used_up()
@@ -832,6 +899,13 @@ impl<T> Producer<T> {
 
     /// Whether the consumer has been dropped. Once it has, nothing pushed will be popped (the
     /// values are dropped when this end is).
+    ///
+    /// ```
+    /// let (producer, consumer) = pitlane_queue::spsc::channel::<u8>(1);
+    /// assert!(!producer.is_abandoned());
+    /// drop(consumer);
+    /// assert!(producer.is_abandoned());
+    /// ```
     pub fn is_abandoned(&self) -> bool {
         self.shared().has_left(CONSUMER_GONE)
     }
@@ -977,6 +1051,11 @@ impl<T> Consumer<T> {
     }
 
     /// The number of slots in the ring.
+    ///
+    /// ```
+    /// let (_producer, consumer) = pitlane_queue::spsc::channel::<u8>(5);
+    /// assert_eq!(consumer.capacity(), 5);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.ring.capacity
     }
@@ -997,6 +1076,13 @@ impl<T> Consumer<T> {
     }
 
     /// Whether the queue is empty now, that is whether [`try_pop`](Self::try_pop) would fail.
+    ///
+    /// ```
+    /// let (mut producer, consumer) = pitlane_queue::spsc::channel(2);
+    /// assert!(consumer.is_empty());
+    /// producer.try_push(1).unwrap();
+    /// assert!(!consumer.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         // SAFETY: `position() < capacity`, and this end has not left.
         self.run.is_used_up()
