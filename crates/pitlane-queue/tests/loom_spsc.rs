@@ -37,6 +37,7 @@ fn transfer(capacity: usize, batch: usize, adaptive: bool, items: usize) {
                             next += 1;
                             pushed.store(next, Ordering::SeqCst);
                         }
+                        Err(PushError::Transient(_)) => panic!("spsc is never transient"),
                         Err(PushError::Full(value)) => {
                             assert_eq!(value, next, "the value came back");
                             assert!(
@@ -60,6 +61,7 @@ fn transfer(capacity: usize, batch: usize, adaptive: bool, items: usize) {
                     expected += 1;
                     popped.store(expected, Ordering::SeqCst);
                 }
+                Err(PopError::Transient) => panic!("spsc is never transient"),
                 Err(PopError::Empty) => {
                     assert!(
                         pushed_before <= expected,
