@@ -35,9 +35,11 @@
 //!
 //! # The protocol
 //!
-//! The queue is a ring of `capacity` slots. Each slot holds room for one `T` and a state word,
-//! *full* or *empty*; the paper uses a null value as "empty", which a generic `T` cannot spare,
-//! so the state lives beside the value, in the same cache line for small `T`.
+//! The queue is a ring of `capacity` slots. Each slot holds room for one `T` and a state byte,
+//! *full* or *empty*; the paper uses a null value as "empty", which a generic `T` cannot spare.
+//! The states and the values live in two arrays, so that the values of consecutive slots are
+//! contiguous and [chunks](#chunks) can lend them out as slices; a cache line of states covers
+//! 64 slots, so the state lines move between the ends' caches far less often than the values.
 //!
 //! - The **producer** writes the value, then stores *full* with `Release`. It only writes into
 //!   slots it has seen *empty*.
@@ -115,8 +117,10 @@ use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 pub use crate::error::{PopError, PushError};
+use core::alloc::Layout;
+use core::cell::UnsafeCell;
+
 use pitlane_sync::shim::atomic::{AtomicBool, AtomicU8, Ordering};
-use pitlane_sync::shim::cell::UnsafeCell;
 use pitlane_sync::shim::hint::spin_loop;
 
 /// The longest batch the defaults choose, whatever the capacity.
@@ -256,7 +260,9 @@ impl Builder {
         if capacity == 0 {
             return Err(ChannelError::ZeroCapacity);
         }
-        if core::alloc::Layout::array::<Slot<T>>(capacity).is_err() {
+        if Layout::array::<AtomicBool>(capacity).is_err()
+            || Layout::array::<MaybeUninit<T>>(capacity).is_err()
+        {
             return Err(ChannelError::CapacityOverflow);
         }
         let batch = self.batch.unwrap_or(default_batch(capacity));
@@ -274,45 +280,23 @@ impl Builder {
             streaming: false,
         };
 
-        let slots = allocate_slots::<T>(capacity)?;
-        let shared = NonNull::from(Box::leak(Box::new(Shared {
-            slots,
-            gone: AtomicU8::new(0),
-        })));
-        let ring = Ring {
-            // SAFETY: `shared` was just made from a live box, freed only when both ends leave.
-            slots: NonNull::from(&*unsafe { shared.as_ref() }.slots).cast::<Slot<T>>(),
-            capacity,
-            _values: PhantomData,
-        };
+        let shared = NonNull::from(Box::leak(Box::new(Shared::allocate(capacity)?)));
+        // SAFETY: `shared` was just made from a live box, freed only when both ends leave.
+        let ring = Ring::new(unsafe { shared.as_ref() });
         let producer = Producer {
             ring,
-            run: Run::empty_at(ring.slots),
+            run: Run::empty_at(0),
             batching: batching.clone(),
             shared,
         };
         let consumer = Consumer {
             ring,
-            run: Run::empty_at(ring.slots),
+            run: Run::empty_at(0),
             batching,
             shared,
         };
         Ok((producer, consumer))
     }
-}
-
-/// `capacity` empty slots, or [`ChannelError::OutOfMemory`] if the allocator cannot provide
-/// them (never an abort).
-fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
-    let mut slots = Vec::new();
-    if slots.try_reserve_exact(capacity).is_err() {
-        return Err(ChannelError::OutOfMemory {
-            capacity,
-            bytes: capacity.saturating_mul(core::mem::size_of::<Slot<T>>()),
-        });
-    }
-    slots.extend((0..capacity).map(|_| Slot::new()));
-    Ok(slots.into_boxed_slice())
 }
 
 /// Why a queue could not be created.
@@ -359,29 +343,21 @@ impl fmt::Display for ChannelError {
 
 impl std::error::Error for ChannelError {}
 
-/// One place in the ring.
-struct Slot<T> {
-    /// [`FULL`] while `value` holds a value the consumer has not taken, [`EMPTY`] otherwise.
-    /// Only the producer turns it full and only the consumer turns it empty, each with
-    /// `Release` after its access to `value`; each reads it with `Acquire` before its access.
-    state: AtomicBool,
-    /// Initialised exactly while `state` is full.
-    value: UnsafeCell<MaybeUninit<T>>,
-}
-
-impl<T> Slot<T> {
-    fn new() -> Self {
-        Self {
-            state: AtomicBool::new(EMPTY),
-            value: UnsafeCell::new(MaybeUninit::uninit()),
-        }
-    }
-}
-
 /// What both ends own together: the slots and the news of each end's departure. It lives in a
 /// box of its own that the last end to leave frees.
+///
+/// Slot `i` is the pair `states[i]`, `values[i]`. The two live in separate arrays so that the
+/// values of consecutive slots are contiguous and can be lent out as slices (see the chunks).
 struct Shared<T> {
-    slots: Box<[Slot<T>]>,
+    /// [`FULL`] while the value of its slot holds a value the consumer has not taken, [`EMPTY`]
+    /// otherwise. Only the producer turns a state full and only the consumer turns it empty,
+    /// each with `Release` after its access to the value; each reads it with `Acquire` before
+    /// its access.
+    states: Box<[AtomicBool]>,
+    /// Initialised exactly while the state of the same index is full.
+    values: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    /// Loom's record of who touches which value (see [`Access`]); nothing in production.
+    access: Box<[Access]>,
     /// [`PRODUCER_GONE`] and [`CONSUMER_GONE`], each set once, with `AcqRel`, by the end
     /// leaving. This is the reference count of the box as well: an end that finds the other's
     /// bit already set is the last and frees it. (A `std::sync::Arc` would do, but its fence
@@ -395,6 +371,35 @@ const PRODUCER_GONE: u8 = 1;
 const CONSUMER_GONE: u8 = 2;
 
 impl<T> Shared<T> {
+    /// `capacity` empty slots, or [`ChannelError::OutOfMemory`] if the allocator cannot provide
+    /// them (never an abort).
+    fn allocate(capacity: usize) -> Result<Self, ChannelError> {
+        let out_of_memory = ChannelError::OutOfMemory {
+            capacity,
+            bytes: capacity
+                .saturating_mul(core::mem::size_of::<AtomicBool>())
+                .saturating_add(capacity.saturating_mul(core::mem::size_of::<T>())),
+        };
+        let mut states = Vec::new();
+        let mut values = Vec::new();
+        let mut access = Vec::new();
+        if states.try_reserve_exact(capacity).is_err()
+            || values.try_reserve_exact(capacity).is_err()
+            || access.try_reserve_exact(capacity).is_err()
+        {
+            return Err(out_of_memory);
+        }
+        states.extend((0..capacity).map(|_| AtomicBool::new(EMPTY)));
+        values.resize_with(capacity, || UnsafeCell::new(MaybeUninit::uninit()));
+        access.resize_with(capacity, Access::new);
+        Ok(Self {
+            states: states.into_boxed_slice(),
+            values: values.into_boxed_slice(),
+            access: access.into_boxed_slice(),
+            gone: AtomicU8::new(0),
+        })
+    }
+
     /// Whether the end with bit `end` has left.
     fn has_left(&self, end: u8) -> bool {
         self.gone.load(Ordering::Acquire) & end != 0
@@ -421,20 +426,62 @@ impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
         // Both ends are gone, and the last one's `AcqRel` update of `gone` synchronised with
         // everything the other did, so every state word is final.
-        for slot in self.slots.iter() {
-            if slot.state.load(Ordering::Acquire) == FULL {
+        let slots = self
+            .states
+            .iter()
+            .zip(self.values.iter_mut())
+            .zip(&self.access);
+        for ((state, value), access) in slots {
+            if state.load(Ordering::Acquire) == FULL {
+                access.write();
                 // SAFETY: a full slot holds an initialised value that no end took; nothing else
-                // can reach it any more, and it is dropped once because `slots` goes next.
-                slot.value
-                    .with_mut(|value| unsafe { value.cast::<T>().drop_in_place() });
+                // can reach it any more, and it is dropped once because `values` goes next.
+                unsafe { value.get_mut().assume_init_drop() };
             }
         }
     }
 }
 
-/// The slots as seen by one end: a pointer into `Shared::slots`, valid until the end leaves.
+/// Loom's view of the values: an empty cell per slot whose accesses loom checks for races,
+/// touched wherever the value of the slot is written or read. The values themselves live in
+/// plain cells, contiguous, so that chunks can lend them as slices; in production this is a
+/// zero-sized type and every call is nothing.
+#[cfg(pitlane_loom)]
+struct Access(loom::cell::UnsafeCell<()>);
+
+/// Loom's view of the values (see the loom build's documentation); nothing in production.
+#[cfg(not(pitlane_loom))]
+struct Access;
+
+impl Access {
+    fn new() -> Self {
+        #[cfg(pitlane_loom)]
+        return Self(loom::cell::UnsafeCell::new(()));
+        #[cfg(not(pitlane_loom))]
+        Self
+    }
+
+    /// Records a write of the slot's value.
+    #[inline(always)]
+    fn write(&self) {
+        #[cfg(pitlane_loom)]
+        self.0.with_mut(|_| ());
+    }
+
+    /// Records a read of the slot's value.
+    #[inline(always)]
+    fn read(&self) {
+        #[cfg(pitlane_loom)]
+        self.0.with(|_| ());
+    }
+}
+
+/// The slots as seen by one end: pointers into [`Shared`]'s arrays, valid until the end
+/// leaves.
 struct Ring<T> {
-    slots: NonNull<Slot<T>>,
+    states: NonNull<AtomicBool>,
+    values: NonNull<MaybeUninit<T>>,
+    access: NonNull<Access>,
     capacity: usize,
     _values: PhantomData<T>,
 }
@@ -448,15 +495,77 @@ impl<T> Clone for Ring<T> {
 impl<T> Copy for Ring<T> {}
 
 impl<T> Ring<T> {
-    /// The slot at `index`.
+    /// The arrays of `shared`, for an end that will leave no earlier than `shared` is freed.
+    fn new(shared: &Shared<T>) -> Self {
+        Self {
+            states: NonNull::from(&*shared.states).cast(),
+            // Through the cells, so that the pointer may write the values.
+            values: NonNull::from(&*shared.values).cast(),
+            access: NonNull::from(&*shared.access).cast(),
+            capacity: shared.states.len(),
+            _values: PhantomData,
+        }
+    }
+
+    /// The state of slot `index`.
     ///
     /// # Safety
     /// `index < self.capacity`, and the end calling has not left.
     #[inline(always)]
-    unsafe fn slot(&self, index: usize) -> &Slot<T> {
+    unsafe fn state(&self, index: usize) -> &AtomicBool {
         debug_assert!(index < self.capacity);
         // SAFETY: by the caller, `index` is in bounds of the live boxed slice.
-        unsafe { self.slots.add(index).as_ref() }
+        unsafe { self.states.add(index).as_ref() }
+    }
+
+    /// The value of slot `index`, uninitialised or not.
+    ///
+    /// # Safety
+    /// `index <= self.capacity` (one past the end only to form the end of a slice), and the end
+    /// calling has not left.
+    #[inline(always)]
+    unsafe fn value(&self, index: usize) -> NonNull<MaybeUninit<T>> {
+        debug_assert!(index <= self.capacity);
+        // SAFETY: by the caller, in bounds or one past the end of the live boxed slice.
+        unsafe { self.values.add(index) }
+    }
+
+    /// Loom's record of slot `index` (see [`Access`]).
+    ///
+    /// # Safety
+    /// As for [`Ring::state`].
+    #[inline(always)]
+    unsafe fn access(&self, index: usize) -> &Access {
+        // SAFETY: by the caller, `index` is in bounds of the live boxed slice.
+        unsafe { self.access.add(index).as_ref() }
+    }
+
+    /// Moves `value` into slot `index`.
+    ///
+    /// # Safety
+    /// `index < capacity`; the slot is empty and this end, the producer, has seen it so
+    /// (`Acquire`), so the consumer no longer reads it and will not until it sees the slot
+    /// full; the end has not left.
+    #[inline(always)]
+    unsafe fn write(&self, index: usize, value: T) {
+        // SAFETY: by the caller.
+        unsafe { self.access(index) }.write();
+        // SAFETY: by the caller, the value is this end's to write.
+        unsafe { self.value(index).cast::<T>().write(value) };
+    }
+
+    /// Moves the value out of slot `index`.
+    ///
+    /// # Safety
+    /// `index < capacity`; the slot is full and this end, the consumer, has seen it so
+    /// (`Acquire`), so the value is initialised and the producer no longer touches it; the
+    /// caller marks the slot empty afterwards, so the value is moved out once.
+    #[inline(always)]
+    unsafe fn read(&self, index: usize) -> T {
+        // SAFETY: by the caller.
+        unsafe { self.access(index) }.read();
+        // SAFETY: by the caller, the value is initialised and this end's to take.
+        unsafe { self.value(index).cast::<T>().read() }
     }
 
     /// Claims the next run of slots in state `wanted` for an end whose `run` is used up; false
@@ -466,21 +575,19 @@ impl<T> Ring<T> {
     /// # Safety
     /// `run` is this end's, used up, and the end has not left.
     #[inline(always)]
-    unsafe fn claim(&self, run: &mut Run<T>, wanted: bool, batching: &mut Batching) -> bool {
+    unsafe fn claim(&self, run: &mut Run, wanted: bool, batching: &mut Batching) -> bool {
         // The next slot, wrapping from one past the last slot to the first.
-        // SAFETY: `capacity` is one past the last slot of the same allocation.
-        let next = if run.next == unsafe { self.slots.add(self.capacity) } {
-            self.slots
+        let next = if run.next == self.capacity {
+            0
         } else {
             run.next
         };
         // Whether the next slot is usable decides between "a run of at least one" and
         // "full"/"empty"; this load is the linearization point of the failing operation.
-        // SAFETY: `next` points at a slot of the live ring.
-        if unsafe { next.as_ref() }.state.load(Ordering::Acquire) != wanted {
+        // SAFETY: `next < capacity`.
+        if unsafe { self.state(next) }.load(Ordering::Acquire) != wanted {
             batching.streaming = false;
-            run.next = next;
-            run.end = next;
+            *run = Run::empty_at(next);
             return false;
         }
         // SAFETY: as for this function, and the slot at `next` is `wanted`.
@@ -492,18 +599,15 @@ impl<T> Ring<T> {
     /// that a poll of an empty (or full) queue stays a few instructions.
     ///
     /// # Safety
-    /// As for `claim`, and `next` points at a slot of the ring seen `wanted`.
-    #[cold]
+    /// As for `claim`, and `start < capacity` is a slot seen `wanted`.
     #[inline(never)]
     unsafe fn claim_from(
         &self,
-        next: NonNull<Slot<T>>,
-        run: &mut Run<T>,
+        start: usize,
+        run: &mut Run,
         wanted: bool,
         batching: &mut Batching,
     ) {
-        // SAFETY: both point into the slots.
-        let start = unsafe { next.offset_from(self.slots) } as usize;
         // SAFETY: `start < capacity` and its slot is `wanted`.
         let len = unsafe { self.probe_run(start, wanted, batching) };
         *run = self.run(start, len);
@@ -523,10 +627,7 @@ impl<T> Ring<T> {
         // covering the run.
         let usable = |size: usize| {
             // SAFETY: callers pass `1 <= size <= capacity - start`, so the index is in bounds.
-            unsafe { self.slot(start + size - 1) }
-                .state
-                .load(Ordering::Acquire)
-                == wanted
+            unsafe { self.state(start + size - 1) }.load(Ordering::Acquire) == wanted
         };
         let first = batching.start().min(self.capacity - start);
         let mut size = first;
@@ -575,7 +676,7 @@ impl<T> Ring<T> {
                 index -= self.capacity;
             }
             // SAFETY: `index < capacity`, wrapped above.
-            if unsafe { self.slot(index) }.state.load(Ordering::Acquire) == wanted {
+            if unsafe { self.state(index) }.load(Ordering::Acquire) == wanted {
                 low = middle + 1;
             } else {
                 high = middle;
@@ -590,37 +691,37 @@ impl<T> Ring<T> {
     ///
     /// `start + len <= capacity`: runs never wrap (`probe_run` ensures it).
     #[inline]
-    fn run(&self, start: usize, len: usize) -> Run<T> {
+    fn run(&self, start: usize, len: usize) -> Run {
         assert!(start + len <= self.capacity);
-        // SAFETY: both offsets are at most `capacity`, in or one past the end of the slots.
-        unsafe {
-            Run {
-                next: self.slots.add(start),
-                end: self.slots.add(start + len),
-            }
+        Run {
+            next: start,
+            end: start + len,
         }
     }
 
     /// The index of `run`'s next slot, wrapped into `0..capacity` (a used-up run may end
     /// one past the last slot).
     #[inline(always)]
-    fn position_of(&self, run: &Run<T>) -> usize {
-        // SAFETY: `run.next` points into the slots or one past their end (see `Ring::run`).
-        let index = unsafe { run.next.offset_from(self.slots) } as usize;
-        if index == self.capacity { 0 } else { index }
+    fn position_of(&self, run: &Run) -> usize {
+        if run.next == self.capacity {
+            0
+        } else {
+            run.next
+        }
     }
 }
 
-/// The slots one end has claimed: `next` up to, not including, `end`. Both point into the
-/// ring or one past its last slot, with `next <= end`.
-struct Run<T> {
-    next: NonNull<Slot<T>>,
-    end: NonNull<Slot<T>>,
+/// The slots one end has claimed: indices `next` up to, not including, `end`, with
+/// `next <= end <= capacity`.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    next: usize,
+    end: usize,
 }
 
-impl<T> Run<T> {
+impl Run {
     /// No slot claimed, positioned at `at`.
-    fn empty_at(at: NonNull<Slot<T>>) -> Self {
+    fn empty_at(at: usize) -> Self {
         Self { next: at, end: at }
     }
 
@@ -633,33 +734,16 @@ impl<T> Run<T> {
     /// How many claimed slots are left.
     #[inline]
     fn len(&self) -> usize {
-        // SAFETY: both point into the same slots, `next <= end`.
-        unsafe { self.end.offset_from(self.next) as usize }
+        self.end - self.next
     }
 
-    /// The next slot, without using it.
-    ///
-    /// # Safety
-    /// The run is not used up, and the ring is alive.
+    /// The index of the next slot; the run moves past it.
     #[inline(always)]
-    unsafe fn peek(&self) -> &Slot<T> {
+    fn take(&mut self) -> usize {
         debug_assert!(!self.is_used_up());
-        // SAFETY: by the caller, `next` points at a live slot.
-        unsafe { self.next.as_ref() }
-    }
-
-    /// The next slot; the run moves past it.
-    ///
-    /// # Safety
-    /// The run is not used up, and the ring is alive (for the lifetime chosen by the caller).
-    #[inline(always)]
-    unsafe fn take<'a>(&mut self) -> &'a Slot<T> {
-        debug_assert!(!self.is_used_up());
-        let slot = self.next;
-        // SAFETY: `next < end`, so one more is at most `end`, in or one past the slots.
-        self.next = unsafe { slot.add(1) };
-        // SAFETY: by the caller, `slot` points at a live slot.
-        unsafe { slot.as_ref() }
+        let index = self.next;
+        self.next = index + 1;
+        index
     }
 }
 
@@ -702,7 +786,7 @@ impl Batching {
 pub struct Producer<T> {
     ring: Ring<T>,
     /// The empty slots this end has claimed; `run.next` is the paper's `head`.
-    run: Run<T>,
+    run: Run,
     batching: Batching,
     /// This end's share of the box holding the slots.
     shared: NonNull<Shared<T>>,
@@ -810,10 +894,7 @@ impl<T> Producer<T> {
     pub fn is_full(&self) -> bool {
         // SAFETY: `position() < capacity`, and this end has not left.
         self.run.is_used_up()
-            && unsafe { self.ring.slot(self.position()) }
-                .state
-                .load(Ordering::Acquire)
-                == FULL
+            && unsafe { self.ring.state(self.position()) }.load(Ordering::Acquire) == FULL
     }
 
     /// Whether the consumer has been dropped. Once it has, nothing pushed will be popped (the
@@ -839,14 +920,13 @@ impl<T> Producer<T> {
     /// The run is not used up.
     #[inline(always)]
     unsafe fn write_next(&mut self, value: T) {
-        // SAFETY: by the caller, the run has a next slot.
-        let slot = unsafe { self.run.take() };
-        // SAFETY: the slot is empty (probed with `Acquire`, after the consumer's `Release`
-        // store of empty), so the consumer no longer reads it and will not until it sees the
-        // store of full below.
-        slot.value
-            .with_mut(|cell| unsafe { cell.cast::<T>().write(value) });
-        slot.state.store(FULL, Ordering::Release);
+        let index = self.run.take();
+        // SAFETY: by the caller, the run had a next slot: it is empty (probed with `Acquire`,
+        // after the consumer's `Release` store of empty), and the consumer will not read it
+        // until it sees the store of full below.
+        unsafe { self.ring.write(index, value) };
+        // SAFETY: `index < capacity`, in the run.
+        unsafe { self.ring.state(index) }.store(FULL, Ordering::Release);
     }
 
     /// Claims the next run of empty slots; false if the queue is full.
@@ -885,7 +965,7 @@ impl<T> fmt::Debug for Producer<T> {
 pub struct Consumer<T> {
     ring: Ring<T>,
     /// The full slots this end has claimed; `run.next` is the paper's `tail`.
-    run: Run<T>,
+    run: Run,
     batching: Batching,
     /// This end's share of the box holding the slots.
     shared: NonNull<Shared<T>>,
@@ -924,15 +1004,21 @@ impl<T> Consumer<T> {
     /// assert_eq!(consumer.peek().map(String::as_str), Ok("front"));
     /// assert_eq!(consumer.try_pop().as_deref(), Ok("front"));
     /// ```
-    pub fn peek(&mut self) -> Result<&T, PopError> {
-        if self.run.is_used_up() && !self.claim() {
+    pub fn peek(&self) -> Result<&T, PopError> {
+        let tail = self.position();
+        // A claimed run is full; otherwise one look at the next slot, claiming nothing (that
+        // would need `&mut self`): the next `try_pop` claims as usual.
+        // SAFETY: `tail < capacity`, and this end has not left.
+        if self.run.is_used_up() && unsafe { self.ring.state(tail) }.load(Ordering::Acquire) != FULL
+        {
             return Err(PopError::Empty);
         }
-        // SAFETY: the run is not used up, so its next slot holds a value that only this end
-        // may take, which it cannot do while the returned borrow of `self` lives.
-        let slot = unsafe { self.run.peek() };
-        // SAFETY: as above, the value is initialised and not written by the producer.
-        Ok(slot.value.with(|cell| unsafe { &*cell.cast::<T>() }))
+        // SAFETY: as above.
+        unsafe { self.ring.access(tail) }.read();
+        // SAFETY: the slot is full and seen so with `Acquire` (now or by the probe that claimed
+        // the run), so the value is initialised and the producer does not touch it; only this
+        // end may take it, which needs `&mut self`, not possible while the borrow lives.
+        Ok(unsafe { self.ring.value(tail).cast::<T>().as_ref() })
     }
 
     /// An iterator that pops values until the queue is empty. Values it has not yielded stay
@@ -975,10 +1061,7 @@ impl<T> Consumer<T> {
     pub fn is_empty(&self) -> bool {
         // SAFETY: `position() < capacity`, and this end has not left.
         self.run.is_used_up()
-            && unsafe { self.ring.slot(self.position()) }
-                .state
-                .load(Ordering::Acquire)
-                == EMPTY
+            && unsafe { self.ring.state(self.position()) }.load(Ordering::Acquire) == EMPTY
     }
 
     /// Whether the producer has been dropped. Once it has, what is still queued can be popped
@@ -1013,13 +1096,13 @@ impl<T> Consumer<T> {
     /// The run is not used up.
     #[inline(always)]
     unsafe fn read_next(&mut self) -> T {
-        // SAFETY: by the caller, the run has a next slot.
-        let slot = unsafe { self.run.take() };
-        // SAFETY: the slot is full (covered by an `Acquire` probe that saw the producer's
-        // `Release` store of full), so it holds an initialised value the producer no longer
-        // touches; the store of empty below gives it up, so it is moved out exactly once.
-        let value = slot.value.with(|cell| unsafe { cell.cast::<T>().read() });
-        slot.state.store(EMPTY, Ordering::Release);
+        let index = self.run.take();
+        // SAFETY: by the caller, the run had a next slot: it is full (covered by an `Acquire`
+        // probe that saw the producer's `Release` store of full), and the store of empty below
+        // gives it up, so the value is moved out exactly once.
+        let value = unsafe { self.ring.read(index) };
+        // SAFETY: `index < capacity`, in the run.
+        unsafe { self.ring.state(index) }.store(EMPTY, Ordering::Release);
         value
     }
 
@@ -1183,7 +1266,8 @@ mod tests {
         // Fits the address space but not the machine: an error, not an abort.
         match try_channel::<u64>(1 << 58) {
             Err(error @ ChannelError::OutOfMemory { capacity, bytes }) => {
-                assert_eq!((capacity, bytes), (1 << 58, 1 << 62));
+                // A state byte and a `u64` per slot.
+                assert_eq!((capacity, bytes), (1 << 58, 9 << 58));
                 assert!(
                     error.to_string().contains("288230376151711744 slots"),
                     "{error}"

@@ -98,7 +98,7 @@ fn a_refused_value_comes_back_undropped() {
 #[test]
 fn peeking_neither_moves_nor_drops() {
     let ledger = Ledger::new(1);
-    let (mut producer, mut consumer) = spsc::channel::<Tracked>(2);
+    let (mut producer, consumer) = spsc::channel::<Tracked>(2);
     assert!(producer.try_push(ledger.value(0)).is_ok());
     for _ in 0..3 {
         assert_eq!(consumer.peek().unwrap().id, 0);
