@@ -9,19 +9,38 @@
 //! - [`bagpipe`]: the Bagpipe, an array of weak bags walked in random order: scalable, never
 //!   loses an item, keeps no order.
 //! - [`revoke`]: taking a known item back out of any of those bags with one CAS on its cell.
+//!
+//! # `no_std`
+//!
+//! The default feature `std` brings in everything above. Without it the crate is `#![no_std]`
+//! and needs only `alloc`: [`spsc`] and the error types are there, the bags (which stand on
+//! an epoch collector and OS threads) are not. CI checks both with
+//! `cargo build -p pitlane-queue --no-default-features` and
+//! `cargo test -p pitlane-queue --no-default-features --lib`.
+#![cfg_attr(not(any(feature = "std", test)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+extern crate alloc;
+
 pub mod spsc;
 
+#[cfg(feature = "std")]
 pub mod bagpipe;
+#[cfg(feature = "std")]
 mod barrier;
 mod error;
+#[cfg(feature = "std")]
 pub mod mpmc;
+#[cfg(feature = "std")]
 pub mod revoke;
+#[cfg(feature = "std")]
 mod slot;
+#[cfg(feature = "std")]
 pub mod stack;
+#[cfg(feature = "std")]
 pub mod weak_bag;
 
 pub use error::{PopError, PushError};
+#[cfg(feature = "std")]
 pub use weak_bag::WeakBag;

@@ -83,6 +83,25 @@
 //! A batch never wraps around the end of the ring, so the fast path of a push or a pop is one
 //! slot access, one state store and one pointer bump, with no modulo and no shared load.
 //!
+//! # Chunks
+//!
+//! [`Producer::write_chunk_uninit`] lends `n` free slots in place, as at most two slices of
+//! `MaybeUninit<T>` (two when the stretch wraps past the ring's end), and
+//! [`Consumer::read_chunk`] lends `n` values as at most two slices of `T`, as
+//! [`rtrb`](https://docs.rs/rtrb) does. Getting a chunk is one probe, as for a batch: the far
+//! slot of the stretch is empty (full), so every slot before it is. A write chunk's commit of
+//! `k` slots is `k` pushes in a row, a read chunk's `k` pops: one `Release` store of the
+//! slot's new state per slot, in ring order, after the values were written (moved out).
+//!
+//! The order matters, and it is the one the single operations use: the consumer takes a full
+//! far slot as proof that the whole stretch before it is full, and starts emptying those slots
+//! at once. Were the producer to store the states of a chunk from its last slot backwards, the
+//! consumer could see the last one full, take the first slot while its state was still empty,
+//! and have its store of empty overwritten by the producer's late store of full: a value popped
+//! twice. Forwards, each `Release` store orders every earlier one, and the `Acquire` load that
+//! sees the far slot full sees them all. Relaxed stores after one `Release` fence would not do
+//! either: a fence orders the values before the stores, not the stores among themselves.
+//!
 //! # Linearization points
 //!
 //! - A successful push takes effect at its `Release` store of *full* into the slot.
@@ -94,6 +113,11 @@
 //!   batch, at the probe that covered it.
 //! - A pop that fails takes effect at its `Acquire` load that read *empty* from the slot at the
 //!   consumer's position: the value that would come next has not been pushed.
+//! - A chunk commit of `k` slots is not one atomic step but `k` pushes (pops), each taking
+//!   effect at its own store, first slot first; the other end may see any prefix of them, and
+//!   never a later slot without the earlier ones. Getting a chunk changes nothing in the queue;
+//!   a chunk that could not be had takes effect at the `Acquire` load that found its far slot
+//!   unusable, and the count in its [`ChunkError`] is a snapshot taken just after.
 //!
 //! # Capacity and batch size
 //!
@@ -109,14 +133,22 @@
 //!
 //! Values still in the queue when both ends are gone are dropped, exactly once, by whichever end
 //! is dropped last. Each end can ask [`Producer::is_abandoned`] / [`Consumer::is_abandoned`]
-//! whether the other is gone. Neither end is `Clone`; both are `Send` when `T` is.
+//! whether the other is gone. Neither end is `Clone`; both are `Send` when `T` is, and both
+//! are `UnwindSafe` and `RefUnwindSafe`: a panic in user code (an iterator, a `Clone`, a
+//! `Drop`) leaves an end consistent, with every value it had taken in or out accounted for.
 
+mod chunk;
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
+use core::panic::{RefUnwindSafe, UnwindSafe};
 use core::ptr::NonNull;
 
 pub use crate::error::{PopError, PushError};
+pub use chunk::{ChunkError, ReadChunk, ReadChunkIntoIter, WriteChunkUninit};
 use core::alloc::Layout;
 use core::cell::UnsafeCell;
 
@@ -341,7 +373,7 @@ impl fmt::Display for ChannelError {
     }
 }
 
-impl std::error::Error for ChannelError {}
+impl core::error::Error for ChannelError {}
 
 /// What both ends own together: the slots and the news of each end's departure. It lives in a
 /// box of its own that the last end to leave frees.
@@ -1150,6 +1182,96 @@ impl<T> Iterator for TryIter<'_, T> {
         (self.consumer.run.len(), None)
     }
 }
+
+impl<'a, T> IntoIterator for &'a mut Consumer<T> {
+    type Item = T;
+    type IntoIter = TryIter<'a, T>;
+
+    /// [`Consumer::try_iter`]: pops values until the queue is empty.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2]);
+    /// let mut sum = 0;
+    /// for value in &mut consumer {
+    ///     sum += value;
+    /// }
+    /// assert_eq!(sum, 3);
+    /// ```
+    fn into_iter(self) -> TryIter<'a, T> {
+        self.try_iter()
+    }
+}
+
+impl<T> IntoIterator for Consumer<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+
+    /// An iterator that owns the consumer and pops what is in the queue now: it yields
+    /// values until the queue is empty, whether or not the producer is still there, and
+    /// never waits (a library iterator that spun until the producer leaves could hang its
+    /// caller). See [`IntoIter`].
+    ///
+    /// ```
+    /// let (mut producer, consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// drop(producer);
+    /// assert_eq!(consumer.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+    /// ```
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { consumer: self }
+    }
+}
+
+/// Pops values until the queue is empty, owning the consumer; made by [`Consumer`]'s
+/// [`IntoIterator`].
+///
+/// `next` returns `None` whenever the queue is empty at that moment, so the iterator is not
+/// fused: while the producer lives, a later `next` may find more. To drain everything the
+/// producer will ever send, loop until [`Consumer::is_abandoned`] holds and then drain once
+/// more; [`into_inner`](Self::into_inner) gives the consumer back.
+#[derive(Debug)]
+pub struct IntoIter<T> {
+    consumer: Consumer<T>,
+}
+
+impl<T> IntoIter<T> {
+    /// The consumer, with whatever the iterator has not popped still in the queue.
+    ///
+    /// ```
+    /// let (mut producer, consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2]);
+    /// let mut values = consumer.into_iter();
+    /// assert_eq!(values.next(), Some(1));
+    /// let mut consumer = values.into_inner();
+    /// assert_eq!(consumer.try_pop(), Ok(2));
+    /// ```
+    pub fn into_inner(self) -> Consumer<T> {
+        self.consumer
+    }
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        self.consumer.try_pop().ok()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.consumer.run.len(), None)
+    }
+}
+
+// Every call leaves an end consistent at each point where user code can panic (an iterator's
+// `next`, a `Clone`, a value's `Drop`): its position is just past the last slot whose state it
+// stored, as the chunks' documentation explains. So an end observed after a panic is usable,
+// as crossbeam's queues promise for theirs.
+impl<T> UnwindSafe for Producer<T> {}
+impl<T> RefUnwindSafe for Producer<T> {}
+impl<T> UnwindSafe for Consumer<T> {}
+impl<T> RefUnwindSafe for Consumer<T> {}
 
 #[cfg(all(test, not(pitlane_loom)))]
 mod tests {

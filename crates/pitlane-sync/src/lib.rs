@@ -12,12 +12,17 @@
 //!   44 bits unless the type says otherwise), the word an ABA-safe freelist compares and swaps.
 //! - [`stress`]: POSIX threads for stress tests, so that ThreadSanitizer sees how a test
 //!   hands data to its threads and back.
+//!
+//! Without the default feature `std` the crate is `#![no_std]`: the atomics, the cell, the
+//! spin hint, the locks and [`TaggedIndex`] stay; `shim::sync`, `shim::thread` and `stress`
+//! go (under loom, which needs `std` anyway, they stay).
+#![cfg_attr(not(any(feature = "std", pitlane_loom, test)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 pub mod shim;
 pub mod spin;
-#[cfg(all(unix, not(pitlane_loom)))]
+#[cfg(all(unix, feature = "std", not(pitlane_loom)))]
 pub mod stress;
 pub mod tagged;
 

@@ -33,6 +33,7 @@ pub mod atomic {
 }
 
 /// `Arc`, so that loom can track reference counts in models.
+#[cfg(any(feature = "std", pitlane_loom))]
 pub mod sync {
     #[cfg(pitlane_loom)]
     pub use loom::sync::Arc;
@@ -41,6 +42,7 @@ pub mod sync {
 }
 
 /// Threads: `spawn`, `yield_now`, `JoinHandle`.
+#[cfg(any(feature = "std", pitlane_loom))]
 pub mod thread {
     #[cfg(pitlane_loom)]
     pub use loom::thread::{JoinHandle, spawn, yield_now};
