@@ -257,6 +257,12 @@ pub struct Builder {
 
 impl Builder {
     /// A queue of `capacity` slots with the default batch size and adaptive backtracking.
+    ///
+    /// ```
+    /// let (producer, _consumer) = pitlane_queue::spsc::Builder::new(8).build::<u8>()?;
+    /// assert_eq!(producer.capacity(), 8);
+    /// # Ok::<(), pitlane_queue::spsc::ChannelError>(())
+    /// ```
     pub fn new(capacity: usize) -> Self {
         Self {
             capacity,
@@ -267,12 +273,32 @@ impl Builder {
     }
 
     /// The longest run of slots one probe may claim, on both ends (`1..=capacity`).
+    ///
+    /// ```
+    /// use pitlane_queue::spsc::{Builder, ChannelError};
+    ///
+    /// assert!(Builder::new(8).batch(8).build::<u8>().is_ok());
+    /// assert_eq!(
+    ///     Builder::new(8).batch(9).build::<u8>().unwrap_err(),
+    ///     ChannelError::BatchOutOfRange { batch: 9, capacity: 8 }
+    /// );
+    /// ```
     pub fn batch(mut self, batch: usize) -> Self {
         self.batch = Some(batch);
         self
     }
 
     /// How much the starting distance of a search grows after each search (at least 1).
+    ///
+    /// ```
+    /// use pitlane_queue::spsc::{Builder, ChannelError};
+    ///
+    /// assert!(Builder::new(64).increment(usize::MAX).build::<u8>().is_ok());
+    /// assert_eq!(
+    ///     Builder::new(64).increment(0).build::<u8>().unwrap_err(),
+    ///     ChannelError::ZeroIncrement
+    /// );
+    /// ```
     pub fn increment(mut self, increment: usize) -> Self {
         self.increment = Some(increment);
         self
@@ -281,12 +307,30 @@ impl Builder {
     /// Whether a search starts from the size that last succeeded (`true`, the default, the
     /// paper's self-adaptive backtracking) or always from the full batch (`false`, its plain
     /// backtracking).
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) =
+    ///     pitlane_queue::spsc::Builder::new(16).adaptive(false).build::<u8>()?;
+    /// producer.try_push(1).unwrap();
+    /// assert_eq!(consumer.try_pop(), Ok(1));
+    /// # Ok::<(), pitlane_queue::spsc::ChannelError>(())
+    /// ```
     pub fn adaptive(mut self, adaptive: bool) -> Self {
         self.adaptive = adaptive;
         self
     }
 
-    /// Allocates the ring and returns the two ends.
+    /// Allocates the ring and returns the two ends, or says why it cannot.
+    ///
+    /// ```
+    /// use pitlane_queue::spsc::{Builder, ChannelError};
+    ///
+    /// let (mut producer, mut consumer) = Builder::new(4).batch(2).build::<&str>()?;
+    /// producer.try_push("built").unwrap();
+    /// assert_eq!(consumer.try_pop(), Ok("built"));
+    /// assert_eq!(Builder::new(0).build::<u8>().unwrap_err(), ChannelError::ZeroCapacity);
+    /// # Ok::<(), ChannelError>(())
+    /// ```
     pub fn build<T>(self) -> Result<(Producer<T>, Consumer<T>), ChannelError> {
         let capacity = self.capacity;
         if capacity == 0 {
@@ -893,6 +937,11 @@ impl<T> Producer<T> {
     }
 
     /// The number of slots in the ring.
+    ///
+    /// ```
+    /// let (producer, _consumer) = pitlane_queue::spsc::channel::<u8>(5);
+    /// assert_eq!(producer.capacity(), 5);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.ring.capacity
     }
@@ -910,12 +959,25 @@ impl<T> Producer<T> {
     }
 
     /// Whether the queue looked empty during the call.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(2);
+    /// assert!(producer.is_empty());
+    /// producer.try_push(1).unwrap();
+    /// assert!(!producer.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// How many values could be pushed now: a snapshot, never more than there is room for
-    /// (the consumer only makes more room).
+    /// (the consumer only makes more room). Reads `O(log capacity)` slot states.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// assert_eq!(producer.free_slots(), 1);
+    /// ```
     pub fn free_slots(&self) -> usize {
         let start = self.position();
         // SAFETY: `position() < capacity`, and this end has not left.
@@ -923,6 +985,13 @@ impl<T> Producer<T> {
     }
 
     /// Whether the queue is full now, that is whether [`try_push`](Self::try_push) would fail.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(1);
+    /// assert!(!producer.is_full());
+    /// producer.try_push(1).unwrap();
+    /// assert!(producer.is_full());
+    /// ```
     pub fn is_full(&self) -> bool {
         // SAFETY: `position() < capacity`, and this end has not left.
         self.run.is_used_up()
@@ -931,6 +1000,13 @@ impl<T> Producer<T> {
 
     /// Whether the consumer has been dropped. Once it has, nothing pushed will be popped (the
     /// values are dropped when this end is).
+    ///
+    /// ```
+    /// let (producer, consumer) = pitlane_queue::spsc::channel::<u8>(1);
+    /// assert!(!producer.is_abandoned());
+    /// drop(consumer);
+    /// assert!(producer.is_abandoned());
+    /// ```
     pub fn is_abandoned(&self) -> bool {
         self.shared().has_left(CONSUMER_GONE)
     }
@@ -1070,6 +1146,11 @@ impl<T> Consumer<T> {
     }
 
     /// The number of slots in the ring.
+    ///
+    /// ```
+    /// let (_producer, consumer) = pitlane_queue::spsc::channel::<u8>(5);
+    /// assert_eq!(consumer.capacity(), 5);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.ring.capacity
     }
@@ -1090,6 +1171,13 @@ impl<T> Consumer<T> {
     }
 
     /// Whether the queue is empty now, that is whether [`try_pop`](Self::try_pop) would fail.
+    ///
+    /// ```
+    /// let (mut producer, consumer) = pitlane_queue::spsc::channel(2);
+    /// assert!(consumer.is_empty());
+    /// producer.try_push(1).unwrap();
+    /// assert!(!consumer.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         // SAFETY: `position() < capacity`, and this end has not left.
         self.run.is_used_up()
