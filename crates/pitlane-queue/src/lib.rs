@@ -10,10 +10,14 @@
 //!   loses an item, keeps no order.
 //! - [`revoke`]: taking a known item back out of any of those bags with one CAS on its cell.
 //!
-//! Without the default `std` feature the crate is `no_std` (it needs `alloc`) and holds
-//! [`spsc`] and the error types:
-//! `cargo build -p pitlane-queue --no-default-features`.
-#![cfg_attr(not(any(feature = "std", pitlane_loom)), no_std)]
+//! # `no_std`
+//!
+//! The default feature `std` brings in everything above. Without it the crate is `#![no_std]`
+//! and needs only `alloc`: [`spsc`] and the error types are there, the bags (which stand on
+//! an epoch collector and OS threads) are not. CI checks it with
+//! `cargo clippy -p pitlane-queue --no-default-features` and
+//! `cargo test -p pitlane-queue --no-default-features --lib`.
+#![cfg_attr(not(any(feature = "std", pitlane_loom, test)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

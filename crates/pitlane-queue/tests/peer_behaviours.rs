@@ -195,7 +195,11 @@ fn spsc_chunks_report_what_is_there() {
         ChunkError::TooFewSlots(2)
     );
     let chunk = consumer.read_chunk(2).unwrap();
-    assert_eq!(chunk.iter().copied().collect::<Vec<_>>(), [0, 1]);
+    let (first, second) = chunk.as_slices();
+    assert_eq!(
+        first.iter().chain(second).copied().collect::<Vec<_>>(),
+        [0, 1]
+    );
     chunk.commit(1);
     assert_eq!(consumer.try_pop(), Ok(1));
     assert_eq!(consumer.try_pop(), Err(PopError::Empty));
@@ -210,13 +214,14 @@ fn spsc_drops_with_chunks_and_at_the_last_end_once() {
     // Two taken out and dropped by a commit, one moved out by the chunk's iterator.
     consumer.read_chunk(2).unwrap().commit_all();
     assert_eq!(drops.load(Ordering::Relaxed), 2);
-    let mut chunk = consumer.read_chunk(3).unwrap();
-    drop(chunk.next());
-    drop(chunk);
+    {
+        let mut values = consumer.read_chunk(3).unwrap().into_iter();
+        drop(values.next());
+    }
     assert_eq!(drops.load(Ordering::Relaxed), 3);
     // A chunk written but not committed publishes (and drops) nothing.
     let mut chunk = producer.write_chunk_uninit(1).unwrap();
-    chunk.slot(0).write(Counted(&drops));
+    chunk.as_mut_slices().0[0].write(Counted(&drops));
     let _ = chunk; // not committed: the value written there leaks, as documented
     drop(producer);
     drop(consumer);
@@ -233,6 +238,6 @@ fn spsc_zero_sized_values_through_chunks() {
             .fill_from_iter(std::iter::repeat(())),
         5
     );
-    assert_eq!(consumer.read_chunk(5).unwrap().count(), 5);
+    assert_eq!(consumer.read_chunk(5).unwrap().into_iter().count(), 5);
     assert!(consumer.is_empty());
 }
