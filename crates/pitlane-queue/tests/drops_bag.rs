@@ -11,19 +11,7 @@ use pitlane_queue::mpmc::Queue;
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::Stack;
 use pitlane_queue::{PopError, WeakBag};
-
-/// An item that counts its drops in a counter of its own test.
-#[derive(Debug)]
-struct Counted<'a> {
-    id: usize,
-    drops: &'a AtomicUsize,
-}
-
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.drops.fetch_add(1, Ordering::Relaxed);
-    }
-}
+use pitlane_testkit::drops::Counted;
 
 /// Pushes `pushed` items, pops `popped` of them, drops the bag: every item dropped once.
 fn leftovers_are_dropped_with_the_bag<'a, B: WeakBag<Item = Counted<'a>>>(
@@ -33,7 +21,7 @@ fn leftovers_are_dropped_with_the_bag<'a, B: WeakBag<Item = Counted<'a>>>(
     popped: usize,
 ) {
     for id in 0..pushed {
-        bag.push(Counted { id, drops });
+        bag.push(Counted::new(id, drops));
     }
     assert_eq!(bag.size_guess(), pushed);
     for _ in 0..popped {
@@ -75,10 +63,7 @@ fn an_empty_pop_drops_nothing() {
     let drops = AtomicUsize::new(0);
     let queue: Queue<Counted> = Queue::new();
     assert_eq!(queue.try_pop().unwrap_err(), PopError::Empty);
-    queue.push(Counted {
-        id: 0,
-        drops: &drops,
-    });
+    queue.push(Counted::new(0, &drops));
     drop(queue.pop());
     assert_eq!(queue.try_pop().unwrap_err(), PopError::Empty);
     assert_eq!(drops.load(Ordering::Relaxed), 1);
@@ -94,10 +79,7 @@ fn concurrent_drops<'a, B: WeakBag<Item = Counted<'a>> + Sync>(bag: B, drops: &'
             let bag = &bag;
             s.spawn(move || {
                 for i in 0..PER_THREAD {
-                    let mut item = Counted {
-                        id: t * PER_THREAD + i,
-                        drops,
-                    };
+                    let mut item = Counted::new(t * PER_THREAD + i, drops);
                     // Lost races hand the very item back, undropped.
                     while let Err(back) = bag.try_push(item) {
                         item = back.into_inner();
@@ -247,9 +229,9 @@ fn handles_drop_each_item_once() {
                     (stack.handle(), queue.handle(), bagpipe.handle());
                 for i in 0..PER_THREAD {
                     let id = t * PER_THREAD + i;
-                    on_stack.push(Counted { id, drops });
-                    on_queue.push(Counted { id, drops });
-                    on_bagpipe.push(Counted { id, drops });
+                    on_stack.push(Counted::new(id, drops));
+                    on_queue.push(Counted::new(id, drops));
+                    on_bagpipe.push(Counted::new(id, drops));
                     if i % 3 != 0 {
                         drop((on_stack.pop(), on_queue.pop(), on_bagpipe.pop()));
                     }

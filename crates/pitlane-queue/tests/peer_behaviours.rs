@@ -8,16 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::spsc::{self, ChunkError};
 use pitlane_queue::{PopError, PushError};
+use pitlane_testkit::drops::Counted;
 use pitlane_testkit::stress::run_threads;
-
-/// A value that counts its drops in a shared counter.
-struct Counted<'a>(&'a AtomicUsize);
-
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 // --- mpmc::Queue, as SegQueue is tested -------------------------------------------------------
 
@@ -97,7 +89,7 @@ fn mpmc_drops_what_is_left_once() {
     let drops = AtomicUsize::new(0);
     {
         let queue: Queue<Counted<'_>, 8> = Queue::with_segment_size();
-        (0..100).for_each(|_| queue.push(Counted(&drops)));
+        (0..100).for_each(|_| queue.push(Counted::new(0, &drops)));
         (0..30).for_each(|_| drop(queue.pop()));
         assert_eq!(drops.load(Ordering::Relaxed), 30);
     }
@@ -114,7 +106,7 @@ fn mpmc_into_iter_yields_in_order_and_drops_the_rest() {
     );
     let drops = AtomicUsize::new(0);
     let queue: Queue<Counted<'_>, 3> = Queue::with_segment_size();
-    (0..10).for_each(|_| queue.push(Counted(&drops)));
+    (0..10).for_each(|_| queue.push(Counted::new(0, &drops)));
     let mut items = queue.into_iter();
     assert_eq!(items.len(), 10);
     drop(items.next());
@@ -210,7 +202,10 @@ fn spsc_drops_with_chunks_and_at_the_last_end_once() {
     let drops = AtomicUsize::new(0);
     let (mut producer, mut consumer) = spsc::channel(8);
     let chunk = producer.write_chunk_uninit(6).unwrap();
-    assert_eq!(chunk.fill_from_iter((0..6).map(|_| Counted(&drops))), 6);
+    assert_eq!(
+        chunk.fill_from_iter((0..6).map(|_| Counted::new(0, &drops))),
+        6
+    );
     // Two taken out and dropped by a commit, one moved out by the chunk's iterator.
     consumer.read_chunk(2).unwrap().commit_all();
     assert_eq!(drops.load(Ordering::Relaxed), 2);
@@ -221,7 +216,7 @@ fn spsc_drops_with_chunks_and_at_the_last_end_once() {
     assert_eq!(drops.load(Ordering::Relaxed), 3);
     // A chunk written but not committed publishes (and drops) nothing.
     let mut chunk = producer.write_chunk_uninit(1).unwrap();
-    chunk.as_mut_slices().0[0].write(Counted(&drops));
+    chunk.as_mut_slices().0[0].write(Counted::new(0, &drops));
     let _ = chunk; // not committed: the value written there leaks, as documented
     drop(producer);
     drop(consumer);

@@ -18,9 +18,10 @@ use std::thread;
 
 use pitlane_queue::bagpipe::Bagpipe;
 use pitlane_queue::mpmc::Queue;
-use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
+use pitlane_queue::revoke::RevocableBag;
 use pitlane_queue::stack::Stack;
 use pitlane_queue::{BagHandle, WeakBag};
+use pitlane_testkit::pages::Page;
 use pitlane_testkit::stress::run_threads;
 
 /// Threads per run; more than the two cores of the test machines, on purpose.
@@ -224,19 +225,6 @@ fn count_seen(ledger: &Ledger) -> usize {
         .count()
 }
 
-/// A page that can sit in a bag and be revoked from it.
-struct Page {
-    handle: RevokeHandle,
-    number: usize,
-}
-
-// SAFETY: the handle lives in the page; a `&Page` only points to it.
-unsafe impl Revocable for &Page {
-    fn revoke_handle(&self) -> &RevokeHandle {
-        &self.handle
-    }
-}
-
 /// Pages go in with tracking; one thread revokes pages at random while the others pop. Each
 /// page must end up either popped once or revoked once — never both, never neither.
 fn revoke_against_pop<'p, B>(bag: &B, pages: &'p [Page])
@@ -350,12 +338,7 @@ fn bagpipe_of_stacks_keeps_every_value() {
 }
 
 fn pages() -> Vec<Page> {
-    (0..short_ops() / 20)
-        .map(|number| Page {
-            handle: RevokeHandle::new(),
-            number,
-        })
-        .collect()
+    Page::numbered(short_ops() / 20)
 }
 
 #[test]
@@ -481,11 +464,6 @@ fn mpmc_revoke_racing_a_lost_segment_link_has_one_winner() {
 #[ignore = "10^6 revocable pushes over one-cell segments; run with --release --include-ignored"]
 fn full_mpmc_revoke_racing_segment_links() {
     epoch_ready();
-    let pages: Vec<Page> = (0..1_000_000)
-        .map(|number| Page {
-            handle: RevokeHandle::new(),
-            number,
-        })
-        .collect();
+    let pages = Page::numbered(1_000_000);
     revoke_racing_segment_links(&pages);
 }

@@ -5,8 +5,18 @@
 //!
 //! - [`stress`]: POSIX threads for stress tests, so that ThreadSanitizer sees how a test hands
 //!   data to its threads and back.
+//! - [`drops`]: values that count their drops.
+//! - [`pages`]: revocable pages for the revocation tests of the bags.
+//!
+//! The per-thread worker the tests drive a bag through is the library's own
+//! `pitlane_queue::BagHandle` (implemented by every handle and by `&bag`); the bench keeps a
+//! `Worker` of its own because it also drives the peers.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+
+pub mod drops;
+#[cfg(not(pitlane_loom))]
+pub mod pages;
 
 #[cfg(unix)]
 pub mod stress;
