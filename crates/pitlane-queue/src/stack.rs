@@ -34,7 +34,7 @@
 //!   counts in a *tally* of its own (pushes minus pops, on its own cache line, written only by
 //!   the handle, with a plain load and store); an operation without a handle counts with a
 //!   `fetch_add` on a shared count beside the top word, on the line its CAS has just taken.
-//!   [`Stack::size_guess`] adds the shared count and every tally. Tallies form an append-only
+//!   [`Stack::len`] adds the shared count and every tally. Tallies form an append-only
 //!   list; a dropped handle leaves its tally, count and all, to the next handle, so the list is
 //!   only as long as the most handles alive at once.
 //!
@@ -145,14 +145,14 @@ struct Top {
     /// wrapping. Each such operation counts itself just after its exchange of `word`, on the
     /// line that exchange has just taken exclusively, so the count costs no cache miss of its
     /// own. Between an exchange and its count the total is off by one, and this count or the
-    /// total can dip below zero (a pop counted before the push it popped), which `size_guess`
+    /// total can dip below zero (a pop counted before the push it popped), which `len`
     /// reads as zero.
     nodes: AtomicUsize,
 }
 
 /// The pushes minus pops made through one [`Handle`] (wrapping), on a cache line of its own.
 /// Only the handle that holds it writes it, with a plain load and store, so counting costs a
-/// handle's operation no read-modify-write; [`Stack::size_guess`] adds all tallies to the
+/// handle's operation no read-modify-write; [`Stack::len`] adds all tallies to the
 /// shared count. A dropped handle leaves its tally to the next handle, count and all.
 struct Tally {
     count: CachePadded<AtomicUsize>,
