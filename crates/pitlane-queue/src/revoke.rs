@@ -57,9 +57,10 @@
 //!    deferred for `S` runs. A winning revoker won its CAS before the popper of `c` swapped the
 //!    state, so it was pinned before that first function ran, and it removes the address
 //!    before the second one runs.
-//! 3. A retired segment is freed by the third function of a chain, each deferred from inside the
-//!    previous one. A revoker that read `c` read it before the address was removed, so it was
-//!    pinned before the second function ran, and the third one waits for it to unpin.
+//! 3. A retired segment is freed (or handed to the queue's pool for reuse) by the third
+//!    function of a chain, each deferred from inside the previous one. A revoker that read `c`
+//!    read it before the address was removed, so it was pinned before the second function ran,
+//!    and the third one waits for it to unpin.
 //!
 //! Under `cfg(pitlane_loom)` the queue keeps retired segments until it is dropped instead (loom
 //! cannot model crossbeam-epoch), which is what lets loom check the slot protocol itself.
