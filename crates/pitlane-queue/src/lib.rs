@@ -35,6 +35,8 @@ pub mod mpmc;
 #[cfg(any(feature = "std", pitlane_loom))]
 pub mod revoke;
 #[cfg(any(feature = "std", pitlane_loom))]
+mod seat;
+#[cfg(any(feature = "std", pitlane_loom))]
 mod slot;
 #[cfg(any(feature = "std", pitlane_loom))]
 pub mod stack;

@@ -72,7 +72,7 @@
 //! [`PopError::Empty`] at its load of the top that found no node. Popping a node whose item was
 //! revoked is skipped inside the same pop, which then starts over.
 
-use core::cell::RefCell;
+use core::cell::UnsafeCell;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr;
@@ -82,6 +82,7 @@ use pitlane_sync::shim::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, 
 use pitlane_sync::{Tagged, TaggedIndex};
 
 use crate::revoke::{self, Revocable, RevocableBag};
+use crate::seat::{self, SEATS};
 use crate::slot::{self, FULL, REVOKED, Slot, TAKEN};
 use crate::weak_bag::{BagHandle, IntoIter, PopError, PushError, RetryPause, WeakBag};
 
@@ -99,8 +100,10 @@ const FIRST_CHUNK: usize = if cfg!(pitlane_loom) { 2 } else { 64 };
 const CHUNKS: usize = INDEX_BITS as usize + 1 - FIRST_CHUNK.trailing_zeros() as usize;
 /// The most nodes a stack can have: every index but [`NIL`].
 const MAX_NODES: usize = NIL as usize;
-/// Nodes a [`Handle`] moves between its stash and the shared free list at once.
+/// Nodes a stash moves between itself and the shared free list at once.
 const STASH_BATCH: usize = if cfg!(pitlane_loom) { 2 } else { 32 };
+/// The most free nodes a stash holds: it spills a batch when it would hold more.
+const STASH_CAPACITY: usize = 2 * STASH_BATCH + 1;
 
 /// The most items a [`Stack`] holds: `2^21 - 1`, the node indices its 21-bit index field can
 /// name (the other 43 bits of the word are the ABA generation). Free nodes kept in the stashes
@@ -128,6 +131,10 @@ pub struct Stack<T> {
     chunks: [AtomicPtr<Node<T>>; CHUNKS],
     /// The tallies of handles, past and present: an append-only list, freed with the stack.
     tallies: AtomicPtr<Tally>,
+    /// What plain calls keep per thread, indexed by the calling thread's seat (see the `seat`
+    /// module): made by the seat's first plain call, used by the seat's holder alone, freed
+    /// with the stack.
+    seats: [AtomicPtr<SeatCache>; SEATS],
     _owns: PhantomData<T>,
 }
 
@@ -162,16 +169,6 @@ struct Tally {
     next: AtomicPtr<Tally>,
 }
 
-impl Tally {
-    /// Adds `delta` (wrapping). Only the holder of the tally may call it.
-    #[inline]
-    fn add(&self, delta: usize) {
-        let count = self.count.load(Ordering::Relaxed);
-        self.count
-            .store(count.wrapping_add(delta), Ordering::Relaxed);
-    }
-}
-
 /// One element of the stack or of the free list.
 struct Node<T> {
     /// The node below this one on the stack, or the next node of its free batch;
@@ -191,6 +188,134 @@ impl<T> Node<T> {
             slot: Slot::new(),
         }
     }
+}
+
+/// Free nodes owned by one user: a [`Handle`], or the holder of a seat for plain calls (a
+/// magazine, in Bonwick's slab terms). Pushes take their nodes from it and pops put theirs
+/// back, so that a push and a pop touch only the top; it meets the shared free list once per
+/// [`STASH_BATCH`] nodes, to refill or to spill a batch.
+///
+/// Not synchronized: its methods are `unsafe`, and their callers promise that no other call on
+/// the same stash runs meanwhile (a handle is not `Sync`; a seat is held by one thread, and no
+/// user code runs inside these methods, so a thread never re-enters them).
+struct Stash {
+    /// Free node indices, `nodes[..len]`.
+    nodes: UnsafeCell<[u32; STASH_CAPACITY]>,
+    len: UnsafeCell<usize>,
+}
+
+impl Stash {
+    const fn new() -> Self {
+        Self {
+            nodes: UnsafeCell::new([NIL; STASH_CAPACITY]),
+            len: UnsafeCell::new(0),
+        }
+    }
+
+    /// A free node of `stack`, refilled from the shared list (or with never-used nodes) when
+    /// the stash is empty; `None` if the stack has no node left.
+    ///
+    /// # Safety
+    /// No other call on this stash runs meanwhile, and the stash only ever holds nodes of
+    /// `stack`.
+    #[inline]
+    unsafe fn take<T>(&self, stack: &Stack<T>) -> Option<u32> {
+        // SAFETY: the caller gives us the stash alone for this call.
+        let (nodes, len) = unsafe { (&mut *self.nodes.get(), &mut *self.len.get()) };
+        if *len == 0 {
+            Self::refill(nodes, len, stack)?;
+        }
+        *len -= 1;
+        Some(nodes[*len])
+    }
+
+    /// Fills the empty stash with a batch from the shared list, or with never-used nodes.
+    /// `None` if neither has any.
+    #[inline(never)]
+    fn refill<T>(
+        nodes: &mut [u32; STASH_CAPACITY],
+        len: &mut usize,
+        stack: &Stack<T>,
+    ) -> Option<()> {
+        match stack.take_batch() {
+            Some(first) => {
+                // The batch is ours: walk it into the stash.
+                let mut at = first;
+                while at != NIL && *len < STASH_CAPACITY {
+                    nodes[*len] = at;
+                    *len += 1;
+                    at = stack.node(at).next.load(Ordering::Relaxed);
+                }
+                if at != NIL {
+                    // Batches hold at most `STASH_BATCH` nodes; should one be longer, its
+                    // rest is still a batch, and goes back.
+                    stack.give_batch(at);
+                }
+            }
+            None => {
+                let (first, granted) = stack.allocate_fresh(STASH_BATCH)?;
+                for (slot, index) in nodes.iter_mut().zip(first..).take(granted) {
+                    *slot = index;
+                }
+                *len = granted;
+            }
+        }
+        Some(())
+    }
+
+    /// Keeps the free node `index` of `stack`, spilling a batch to the shared list when the
+    /// stash is full.
+    ///
+    /// # Safety
+    /// As for [`take`](Self::take).
+    #[inline]
+    unsafe fn keep<T>(&self, stack: &Stack<T>, index: u32) {
+        // SAFETY: the caller gives us the stash alone for this call.
+        let (nodes, len) = unsafe { (&mut *self.nodes.get(), &mut *self.len.get()) };
+        if *len == STASH_CAPACITY {
+            let start = STASH_CAPACITY - STASH_BATCH;
+            stack.give_nodes(&nodes[start..]);
+            *len = start;
+        }
+        nodes[*len] = index;
+        *len += 1;
+    }
+}
+
+/// What the plain calls of one seat's holder keep in a stack: a stash of free nodes and a
+/// tally of pushes minus pops (wrapping), which only the holder writes and [`Stack::len`]
+/// reads.
+struct SeatCache {
+    stash: Stash,
+    tally: CachePadded<AtomicUsize>,
+}
+
+// SAFETY: the stash is used only by the thread holding the seat (see `seat`: a seat changes
+// hands through a release/acquire pair), and the tally is an atomic.
+unsafe impl Sync for SeatCache {}
+
+impl SeatCache {
+    /// # Safety
+    /// The caller holds the seat of this cache.
+    #[inline]
+    unsafe fn own(&self) -> Cache<'_> {
+        Cache::Own {
+            stash: &self.stash,
+            tally: &self.tally,
+        }
+    }
+}
+
+/// Where an operation takes and returns its nodes and counts itself.
+#[derive(Clone, Copy)]
+enum Cache<'s> {
+    /// The shared free list and the shared count beside the top.
+    Shared,
+    /// A stash and a tally that the calling thread alone uses during the operation.
+    Own {
+        stash: &'s Stash,
+        tally: &'s AtomicUsize,
+    },
 }
 
 /// The chunk holding node `index`, and the node's offset in it.
@@ -226,6 +351,7 @@ impl<T> Stack<T> {
             fresh: CachePadded::new(AtomicUsize::new(0)),
             chunks: [const { AtomicPtr::new(ptr::null_mut()) }; CHUNKS],
             tallies: AtomicPtr::new(ptr::null_mut()),
+            seats: [const { AtomicPtr::new(ptr::null_mut()) }; SEATS],
             _owns: PhantomData,
         }
     }
@@ -242,6 +368,7 @@ impl<T> Stack<T> {
             fresh: CachePadded::new(AtomicUsize::new(0)),
             chunks: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             tallies: AtomicPtr::new(ptr::null_mut()),
+            seats: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             _owns: PhantomData,
         }
     }
@@ -258,7 +385,7 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        self.try_push_tagged(item, FULL, None)
+        self.try_push_tagged(item, FULL, self.seat_cache())
     }
 
     /// Pushes `item`, retrying lost races with the same node.
@@ -277,7 +404,7 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn push(&self, item: T) {
-        self.push_tagged(item, FULL, None)
+        self.push_tagged(item, FULL, self.seat_cache())
     }
 
     /// One attempt to pop the top item: `Err(PopError::Empty)` if the stack is empty,
@@ -293,12 +420,12 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        self.try_pop_in_stash(None)
+        self.try_pop_in(self.seat_cache())
     }
 
-    /// [`try_pop`](Self::try_pop), recycling through `stash`.
+    /// [`try_pop`](Self::try_pop), recycling through `cache`.
     #[inline]
-    fn try_pop_in_stash(&self, stash: Option<&Handle<'_, T>>) -> Result<T, PopError> {
+    fn try_pop_in(&self, cache: Cache<'_>) -> Result<T, PopError> {
         loop {
             let top = self.top.word.load(Ordering::Acquire);
             if top.is_nil() {
@@ -315,7 +442,7 @@ impl<T> Stack<T> {
             {
                 return Err(PopError::Transient);
             }
-            self.count(1_usize.wrapping_neg(), stash);
+            self.count(1_usize.wrapping_neg(), cache);
             // The node is ours now.
             let state = node.slot.state.load(Ordering::Acquire);
             let item = if state == FULL {
@@ -326,7 +453,7 @@ impl<T> Stack<T> {
             } else {
                 Self::take_tracked(&node.slot)
             };
-            self.recycle_in(top.index(), stash);
+            self.recycle_in(top.index(), cache);
             if let Some(item) = item {
                 return Ok(item);
             }
@@ -361,10 +488,17 @@ impl<T> Stack<T> {
     pub fn len(&self) -> usize {
         // Below zero (a huge unsigned value) while a pop has counted itself before the push
         // of the node it popped.
+        let seats = self.seats.iter().filter_map(|cache| {
+            // SAFETY: a seat cache is published with a release store (seen by this acquire
+            // load) and freed only when the stack is dropped, which `&self` outlives.
+            unsafe { cache.load(Ordering::Acquire).as_ref() }.map(|cache| &*cache.tally)
+        });
         let nodes = self
             .tally_list()
-            .fold(self.top.nodes.load(Ordering::Relaxed), |sum, t| {
-                sum.wrapping_add(t.count.load(Ordering::Relaxed))
+            .map(|tally| &*tally.count)
+            .chain(seats)
+            .fold(self.top.nodes.load(Ordering::Relaxed), |sum, count| {
+                sum.wrapping_add(count.load(Ordering::Relaxed))
             });
         (nodes as isize).max(0) as usize
     }
@@ -401,7 +535,7 @@ impl<T> Stack<T> {
     pub fn handle(&self) -> Handle<'_, T> {
         Handle {
             stack: self,
-            stash: RefCell::new(Vec::with_capacity(2 * STASH_BATCH + 1)),
+            stash: Stash::new(),
             tally: self.hold_tally(),
         }
     }
@@ -528,15 +662,51 @@ impl<T> Stack<T> {
     }
 
     /// Counts a successful push (`delta` 1) or pop (`delta` −1, wrapping): in the tally of
-    /// `stash` if it belongs to this stack, else in the shared count beside the top.
+    /// `cache`, or in the shared count beside the top.
     #[inline]
-    fn count(&self, delta: usize, stash: Option<&Handle<'_, T>>) {
-        match stash {
-            Some(stash) if ptr::eq(stash.stack, self) => stash.tally.add(delta),
-            _ => {
+    fn count(&self, delta: usize, cache: Cache<'_>) {
+        match cache {
+            Cache::Own { tally, .. } => {
+                // Only the owner of the tally writes it: a plain load and store.
+                let count = tally.load(Ordering::Relaxed);
+                tally.store(count.wrapping_add(delta), Ordering::Relaxed);
+            }
+            Cache::Shared => {
                 self.top.nodes.fetch_add(delta, Ordering::Relaxed);
             }
         }
+    }
+
+    /// The calling thread's cache for plain calls: its seat's stash and tally (made on the
+    /// seat's first call), or the shared free list and count for a thread without a seat.
+    #[inline]
+    fn seat_cache(&self) -> Cache<'_> {
+        let Some(seat) = seat::current() else {
+            return Cache::Shared;
+        };
+        // SAFETY: published by a release store that this acquire load sees (made by this thread
+        // or by an earlier holder of the seat, whose exit happens before our seat was taken),
+        // freed only when the stack is dropped, which `&self` outlives.
+        match unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() } {
+            // SAFETY: we hold `seat` until our thread exits, so we alone use its stash, and
+            // this call uses it only between its own steps (no user code runs inside one).
+            Some(cache) => unsafe { cache.own() },
+            None => self.seat_cache_new(seat),
+        }
+    }
+
+    /// The first plain call of the holder of `seat` on this stack: make its cache.
+    #[cold]
+    fn seat_cache_new(&self, seat: usize) -> Cache<'_> {
+        let cache = Box::into_raw(Box::new(SeatCache {
+            stash: Stash::new(),
+            tally: CachePadded::new(AtomicUsize::new(0)),
+        }));
+        // Only the holder of `seat` stores here, once; Release publishes the cache to `len`.
+        self.seats[seat].store(cache, Ordering::Release);
+        // SAFETY: made just above, freed only with the stack; we hold `seat`, so its stash is
+        // ours alone (as in `seat_cache`).
+        unsafe { (*cache).own() }
     }
 
     /// The tallies of handles, past and present, newest first.
@@ -591,21 +761,23 @@ impl<T> Stack<T> {
         }
     }
 
-    /// A node for a push: from `stash` if it belongs to this stack, else shared.
+    /// A node for a push: from the stash of `cache`, or shared.
     #[inline]
-    fn allocate_in(&self, stash: Option<&Handle<'_, T>>) -> Option<u32> {
-        match stash {
-            Some(stash) if ptr::eq(stash.stack, self) => stash.take(),
-            _ => self.allocate(),
+    fn allocate_in(&self, cache: Cache<'_>) -> Option<u32> {
+        match cache {
+            // SAFETY: a `Cache::Own` is only made for the stash's one user (see `Stash`).
+            Cache::Own { stash, .. } => unsafe { stash.take(self) },
+            Cache::Shared => self.allocate(),
         }
     }
 
-    /// Gives back a node: to `stash` if it belongs to this stack, else to the shared list.
+    /// Gives back a node: to the stash of `cache`, or to the shared list.
     #[inline]
-    fn recycle_in(&self, index: u32, stash: Option<&Handle<'_, T>>) {
-        match stash {
-            Some(stash) if ptr::eq(stash.stack, self) => stash.keep(index),
-            _ => self.recycle(index),
+    fn recycle_in(&self, index: u32, cache: Cache<'_>) {
+        match cache {
+            // SAFETY: as in `allocate_in`.
+            Cache::Own { stash, .. } => unsafe { stash.keep(self, index) },
+            Cache::Shared => self.recycle(index),
         }
     }
 
@@ -613,13 +785,8 @@ impl<T> Stack<T> {
     /// yet linked.
     #[inline]
     /// `Err(item)` if the stack has no node left ([`MAX_NODES`] are in use).
-    fn prepare(
-        &self,
-        item: T,
-        tag: usize,
-        stash: Option<&Handle<'_, T>>,
-    ) -> Result<(u32, &Node<T>), T> {
-        let Some(index) = self.allocate_in(stash) else {
+    fn prepare(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(u32, &Node<T>), T> {
+        let Some(index) = self.allocate_in(cache) else {
             return Err(item);
         };
         let node = self.node(index);
@@ -632,13 +799,8 @@ impl<T> Stack<T> {
         Ok((index, node))
     }
 
-    fn try_push_tagged(
-        &self,
-        item: T,
-        tag: usize,
-        stash: Option<&Handle<'_, T>>,
-    ) -> Result<(), PushError<T>> {
-        let (index, node) = self.prepare(item, tag, stash).map_err(PushError::Full)?;
+    fn try_push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(), PushError<T>> {
+        let (index, node) = self.prepare(item, tag, cache).map_err(PushError::Full)?;
         // Relaxed: the push reads nothing through the top it found, it only links to it.
         let top = self.top.word.load(Ordering::Relaxed);
         node.next.store(top.index(), Ordering::Relaxed);
@@ -648,10 +810,10 @@ impl<T> Stack<T> {
             .compare_exchange(top, index, Ordering::Release, Ordering::Relaxed)
         {
             Ok(_) => {
-                self.count(1, stash);
+                self.count(1, cache);
                 Ok(())
             }
-            Err(_) => self.unprepare(index, node, tag, stash),
+            Err(_) => self.unprepare(index, node, tag, cache),
         }
     }
 
@@ -663,7 +825,7 @@ impl<T> Stack<T> {
         index: u32,
         node: &Node<T>,
         tag: usize,
-        stash: Option<&Handle<'_, T>>,
+        cache: Cache<'_>,
     ) -> Result<(), PushError<T>> {
         let outcome = if node
             .slot
@@ -684,12 +846,12 @@ impl<T> Stack<T> {
             drop(unsafe { node.slot.read() });
             Ok(())
         };
-        self.recycle_in(index, stash);
+        self.recycle_in(index, cache);
         outcome
     }
 
-    fn push_tagged(&self, item: T, tag: usize, stash: Option<&Handle<'_, T>>) {
-        let (index, node) = match self.prepare(item, tag, stash) {
+    fn push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) {
+        let (index, node) = match self.prepare(item, tag, cache) {
             Ok(prepared) => prepared,
             Err(item) => crate::weak_bag::full(item),
         };
@@ -705,7 +867,7 @@ impl<T> Stack<T> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.count(1, stash);
+                    self.count(1, cache);
                     return;
                 }
                 Err(_) => {
@@ -739,7 +901,7 @@ impl<T> Stack<T> {
 pub struct Handle<'a, T> {
     stack: &'a Stack<T>,
     /// Free nodes of `stack` owned by this handle alone.
-    stash: RefCell<Vec<u32>>,
+    stash: Stash,
     /// Where this handle counts its pushes and pops, held by it alone.
     tally: &'a Tally,
 }
@@ -755,7 +917,7 @@ impl<T> Handle<'_, T> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        self.stack.try_push_tagged(item, FULL, Some(self))
+        self.stack.try_push_tagged(item, FULL, self.cache())
     }
 
     /// [`Stack::push`], taking the node from the stash.
@@ -772,7 +934,7 @@ impl<T> Handle<'_, T> {
     /// ```
     #[inline]
     pub fn push(&self, item: T) {
-        self.stack.push_tagged(item, FULL, Some(self))
+        self.stack.push_tagged(item, FULL, self.cache())
     }
 
     /// [`Stack::try_pop`], keeping the node in the stash.
@@ -785,7 +947,7 @@ impl<T> Handle<'_, T> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        self.stack.try_pop_in_stash(Some(self))
+        self.stack.try_pop_in(self.cache())
     }
 
     /// [`Stack::pop`], keeping the nodes in the stash.
@@ -814,45 +976,12 @@ impl<T> Handle<'_, T> {
         self.stack
     }
 
-    /// A free node from the stash, refilled from the shared list (or with never-used nodes)
-    /// when it is empty.
+    /// This handle's stash and tally.
     #[inline]
-    fn take(&self) -> Option<u32> {
-        if let Some(index) = self.stash.borrow_mut().pop() {
-            return Some(index);
-        }
-        self.refill()
-    }
-
-    #[cold]
-    fn refill(&self) -> Option<u32> {
-        let mut stash = self.stash.borrow_mut();
-        match self.stack.take_batch() {
-            Some(first) => {
-                // The batch is ours: walk it into the stash.
-                let mut at = first;
-                while at != NIL {
-                    stash.push(at);
-                    at = self.stack.node(at).next.load(Ordering::Relaxed);
-                }
-            }
-            None => {
-                let (first, granted) = self.stack.allocate_fresh(STASH_BATCH)?;
-                stash.extend((first..).take(granted));
-            }
-        }
-        stash.pop()
-    }
-
-    /// Keeps a free node in the stash, spilling a batch to the shared list when it is full.
-    #[inline]
-    fn keep(&self, index: u32) {
-        let mut stash = self.stash.borrow_mut();
-        stash.push(index);
-        if stash.len() > 2 * STASH_BATCH {
-            let start = stash.len() - STASH_BATCH;
-            self.stack.give_nodes(&stash[start..]);
-            stash.truncate(start);
+    fn cache(&self) -> Cache<'_> {
+        Cache::Own {
+            stash: &self.stash,
+            tally: &self.tally.count,
         }
     }
 }
@@ -875,8 +1004,7 @@ impl<T> Stack<T> {
 
 impl<T> Drop for Handle<'_, T> {
     fn drop(&mut self) {
-        let stash = self.stash.get_mut();
-        for batch in stash.chunks(STASH_BATCH) {
+        for batch in self.stash.nodes.get_mut()[..*self.stash.len.get_mut()].chunks(STASH_BATCH) {
             self.stack.give_nodes(batch);
         }
         // The next holder continues from our count; Release orders it before that holder's
@@ -912,13 +1040,23 @@ impl<T> fmt::Debug for Handle<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
             .field("stack", self.stack)
-            .field("stashed", &self.stash.borrow().len())
+            // SAFETY: a handle is not `Sync`, and no stash call is running while we format.
+            .field("stashed", unsafe { &*self.stash.len.get() })
             .finish()
     }
 }
 
 impl<T> Drop for Stack<T> {
     fn drop(&mut self) {
+        for cache in &self.seats {
+            let cache = cache.load(Ordering::Relaxed);
+            if !cache.is_null() {
+                // SAFETY: made by `seat_cache_new` with `Box::into_raw`, stored once; `&mut self`
+                // excludes every other access. Its stash holds only indices into the chunks,
+                // which are freed below.
+                drop(unsafe { Box::from_raw(cache) });
+            }
+        }
         let mut at = self.tallies.load(Ordering::Relaxed);
         while !at.is_null() {
             // SAFETY: every tally was made by `add_tally` with `Box::into_raw` and is on the
@@ -990,12 +1128,12 @@ impl<T> WeakBag for Stack<T> {
 impl<T: Revocable> RevocableBag for Stack<T> {
     fn try_push_revocable(&self, item: T) -> Result<(), PushError<T>> {
         let tag = slot::tag_of(item.revoke_handle());
-        self.try_push_tagged(item, tag, None)
+        self.try_push_tagged(item, tag, Cache::Shared)
     }
 
     fn push_revocable(&self, item: T) {
         let tag = slot::tag_of(item.revoke_handle());
-        self.push_tagged(item, tag, None)
+        self.push_tagged(item, tag, Cache::Shared)
     }
 
     unsafe fn revoke(item: &T) -> bool {

@@ -1,0 +1,143 @@
+//! Seats: a small number for each live thread, unique among the threads alive at the same
+//! time and taken again by a later thread once its holder has exited.
+//!
+//! A structure that wants per-thread state for its plain calls (the [`Stack`]'s stash of free
+//! nodes and its count) keeps an array of it indexed by seat. Nothing then has to be handed
+//! back when a thread exits, nor looked up by structure in a thread-local: the state stays in
+//! the structure, which frees it with itself, and the next thread to take the seat carries on
+//! with it. Moving the structure moves the array with it.
+//!
+//! Exclusivity: seat `s` is held by at most one live thread. A thread takes a free seat with
+//! an `Acquire` compare-and-swap on the seat map and gives it back from its thread-local
+//! destructor with a `Release` clear, so everything the previous holder did with per-seat state
+//! happens before anything the next holder does with it.
+//!
+//! A thread that finds all [`SEATS`] taken gets none (and asks again on its next call); a
+//! thread whose thread-locals are being torn down gets none. Callers then take their shared
+//! path. Under loom no thread has a seat: a model must behave the same in every execution, and
+//! a process-wide map would outlive one.
+//!
+//! [`Stack`]: crate::stack::Stack
+
+/// How many threads can hold a seat at once (none under loom).
+pub(crate) const SEATS: usize = if cfg!(pitlane_loom) { 0 } else { 128 };
+
+#[cfg(not(pitlane_loom))]
+mod map {
+    use core::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::SEATS;
+
+    /// Bit `s % 64` of word `s / 64` is set while seat `s` is held.
+    static TAKEN: [AtomicU64; SEATS / 64] = [const { AtomicU64::new(0) }; SEATS / 64];
+
+    /// No seat held.
+    const NONE: usize = usize::MAX;
+
+    /// This thread's seat; given back when the thread exits.
+    struct Held(Cell<usize>);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            let seat = self.0.get();
+            if seat != NONE {
+                // Release: our uses of per-seat state happen before the next holder's.
+                TAKEN[seat / 64].fetch_and(!(1 << (seat % 64)), Ordering::Release);
+            }
+        }
+    }
+
+    std::thread_local! {
+        static HELD: Held = const { Held(Cell::new(NONE)) };
+    }
+
+    /// The calling thread's seat, taking a free one on first use; `None` if every seat is
+    /// taken or the thread's thread-locals are gone.
+    #[inline]
+    pub(crate) fn current() -> Option<usize> {
+        HELD.try_with(|held| {
+            let seat = held.0.get();
+            if seat != NONE {
+                return Some(seat);
+            }
+            let seat = take()?;
+            held.0.set(seat);
+            Some(seat)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Takes the lowest free seat.
+    #[cold]
+    fn take() -> Option<usize> {
+        for (word_index, word) in TAKEN.iter().enumerate() {
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits != u64::MAX {
+                let bit = bits.trailing_ones() as usize;
+                // Acquire: the previous holder's uses of per-seat state happen before ours.
+                match word.compare_exchange_weak(
+                    bits,
+                    bits | 1 << bit,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Some(word_index * 64 + bit),
+                    Err(now) => bits = now,
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(not(pitlane_loom))]
+pub(crate) use map::current;
+
+/// Under loom no thread holds a seat.
+#[cfg(pitlane_loom)]
+#[inline]
+pub(crate) fn current() -> Option<usize> {
+    None
+}
+
+#[cfg(all(test, not(pitlane_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_keeps_its_seat_and_live_threads_never_share_one() {
+        let mine = current().expect("a seat");
+        assert_eq!(current(), Some(mine));
+        let barrier = std::sync::Barrier::new(8);
+        let seats: Vec<usize> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        let seat = current().expect("a seat");
+                        // All eight hold their seats at once here.
+                        barrier.wait();
+                        seat
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let mut distinct = seats.clone();
+        distinct.push(mine);
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 9, "{seats:?} and {mine}");
+        assert!(seats.iter().all(|&seat| seat < SEATS));
+    }
+
+    #[test]
+    fn the_seat_of_an_exited_thread_is_taken_again() {
+        // Thousands of threads one after another never run out of seats.
+        for _ in 0..2 * SEATS {
+            let seat = std::thread::spawn(current).join().unwrap();
+            assert!(seat.is_some());
+        }
+    }
+}
