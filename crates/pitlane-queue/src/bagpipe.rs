@@ -151,28 +151,39 @@ fn splitmix64(seed: u64) -> u64 {
 #[cfg(not(pitlane_loom))]
 thread_local! {
     /// The walk used by calls on a [`Bagpipe`] itself (not through a [`Handle`]); positions
-    /// are reduced by each Bagpipe's mask, so one walk serves them all.
-    static THREAD_WALK: Cell<Option<Walk>> = const { Cell::new(None) };
+    /// are reduced by each Bagpipe's mask, so one walk serves them all. A stride of 0 (never
+    /// the stride of a made walk, which is odd) means not made yet.
+    static THREAD_WALK: Cell<Walk> = const {
+        Cell::new(Walk {
+            push_at: 0,
+            pop_at: 0,
+            stride: 0,
+        })
+    };
 }
 
 /// Seeds for per-thread walks.
 #[cfg(not(pitlane_loom))]
 static THREAD_WALKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Runs `f` with this thread's walk, creating it on first use.
+/// Runs `f` with this thread's walk, making it on first use.
 #[cfg(not(pitlane_loom))]
 #[inline]
 fn with_thread_walk<R>(f: impl FnOnce(&Cell<Walk>) -> R) -> R {
-    THREAD_WALK.with(|slot| {
-        let walk = Cell::new(slot.get().unwrap_or_else(|| {
-            // Consecutive threads start on consecutive pipes.
-            let n = THREAD_WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Walk::new(n as usize, n)
-        }));
-        let result = f(&walk);
-        slot.set(Some(walk.get()));
-        result
+    THREAD_WALK.with(|walk| {
+        if walk.get().stride == 0 {
+            walk.set(new_thread_walk());
+        }
+        f(walk)
     })
+}
+
+/// The first walk of a thread: consecutive threads start on consecutive pipes.
+#[cfg(not(pitlane_loom))]
+#[cold]
+fn new_thread_walk() -> Walk {
+    let n = THREAD_WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Walk::new(n as usize, n)
 }
 
 /// Under loom: a fixed walk for every call, because a model must behave the same way in every

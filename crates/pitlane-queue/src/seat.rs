@@ -35,38 +35,49 @@ mod map {
     /// No seat held.
     const NONE: usize = usize::MAX;
 
-    /// This thread's seat; given back when the thread exits.
-    struct Held(Cell<usize>);
+    std::thread_local! {
+        /// This thread's seat, or [`NONE`]. No destructor, so reading it is one load.
+        static SEAT: Cell<usize> = const { Cell::new(NONE) };
+        /// Gives the seat back when the thread exits; registered when the seat is taken.
+        static HELD: Held = const { Held };
+    }
+
+    /// The holder of a seat, as far as thread-local destructors are concerned.
+    struct Held;
 
     impl Drop for Held {
         fn drop(&mut self) {
-            let seat = self.0.get();
+            let seat = SEAT.get();
             if seat != NONE {
+                // Later thread-local destructors of this thread find no seat, and cannot take
+                // one (`HELD` is gone): they take the callers' shared paths.
+                SEAT.set(NONE);
                 // Release: our uses of per-seat state happen before the next holder's.
                 TAKEN[seat / 64].fetch_and(!(1 << (seat % 64)), Ordering::Release);
             }
         }
     }
 
-    std::thread_local! {
-        static HELD: Held = const { Held(Cell::new(NONE)) };
-    }
-
     /// The calling thread's seat, taking a free one on first use; `None` if every seat is
-    /// taken or the thread's thread-locals are gone.
+    /// taken or the thread's thread-locals are being torn down.
     #[inline]
     pub(crate) fn current() -> Option<usize> {
-        HELD.try_with(|held| {
-            let seat = held.0.get();
-            if seat != NONE {
-                return Some(seat);
-            }
-            let seat = take()?;
-            held.0.set(seat);
-            Some(seat)
-        })
-        .ok()
-        .flatten()
+        let seat = SEAT.get();
+        if seat != NONE {
+            return Some(seat);
+        }
+        sit_down()
+    }
+
+    /// The first call of a thread (or a call after all seats were taken): take a seat, and
+    /// register its return for when the thread exits.
+    #[cold]
+    fn sit_down() -> Option<usize> {
+        // Registers `HELD`'s destructor; fails once it has run.
+        HELD.try_with(|_| ()).ok()?;
+        let seat = take()?;
+        SEAT.set(seat);
+        Some(seat)
     }
 
     /// Takes the lowest free seat.
