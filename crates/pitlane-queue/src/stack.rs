@@ -30,22 +30,31 @@
 //! - **Pop**: read the top and the index below it, CAS the top from that snapshot to the index
 //!   below. The winner owns the node: it moves the value out, and returns the node to the free
 //!   list.
-//! - **Size**: each successful push or pop counts itself right after its CAS. A [`Handle`]
-//!   counts in a *tally* of its own (pushes minus pops, on its own cache line, written only by
-//!   the handle, with a plain load and store); an operation without a handle counts with a
-//!   `fetch_add` on a shared count beside the top word, on the line its CAS has just taken.
-//!   [`Stack::len`] adds the shared count and every tally. Tallies form an append-only
-//!   list; a dropped handle leaves its tally, count and all, to the next handle, so the list is
-//!   only as long as the most handles alive at once.
+//! - **Size**: each successful push or pop counts itself right after its CAS, in a *tally*
+//!   (pushes minus pops, on its own cache line, written only by its owner with a plain load
+//!   and store): a [`Handle`]'s own, or, for a plain call, the tally of the calling thread's
+//!   *seat* (below). An operation of a thread without a seat counts with a `fetch_add` on a
+//!   shared count beside the top word, on the line its CAS has just taken. [`Stack::len`] adds
+//!   the shared count and every tally. Handle tallies form an append-only list; a dropped
+//!   handle leaves its tally, count and all, to the next handle, so the list is only as long
+//!   as the most handles alive at once.
 //!
 //!   How the count came to live there, with the figures: `docs/notes/stack-count.md`.
 //!
 //! The free list holds *batches*: chains of free nodes, linked through their `next` words, whose
-//! first nodes are linked through a second word, `next_batch`. A thread without a
-//! [`Handle`] takes a batch's first node and gives the rest back (one node is a batch of one);
-//! a [`Handle`] keeps a private *stash* of free nodes (a magazine, in Bonwick's slab terms),
-//! refills it with a whole batch and spills 32 nodes at a time as one batch, so that a push and
-//! a pop through a handle touch only the top: two compare-and-swaps per pair instead of four.
+//! first nodes are linked through a second word, `next_batch`. A *stash* is a private
+//! magazine of free nodes (in Bonwick's slab terms): refilled with a whole batch, spilling 32
+//! nodes at a time as one batch, so that a push and a pop touch only the top: two
+//! compare-and-swaps per pair instead of four, and no shared count. A [`Handle`] has a stash
+//! of its own. So do plain calls: each thread holds a *seat*, a small number unique among the
+//! live threads (taken on the thread's first call, given back when it exits, then taken by a
+//! later thread), and the stack keeps a stash and a tally per seat, made by the seat's first
+//! plain call on it. A stash left by an exited thread is not handed back: it waits in the
+//! stack, nodes, count and all, for the next thread to take that seat, so nothing is ever
+//! looked up by stack in a thread-local and moving the stack moves its stashes with it. A
+//! thread without a seat (more than 128 threads at once, or a call from a thread-local
+//! destructor late in a thread's exit) takes a batch's first node and gives the rest back
+//! (one node is a batch of one), and returns a popped node as a batch of one.
 //!
 //! **ABA.** A pop that read top `A` with `B` below, stalled while others popped `A` and `B` and
 //! pushed `A` again, would swing the top to the stale `B`. Here the snapshot it compares
@@ -106,8 +115,9 @@ const STASH_BATCH: usize = if cfg!(pitlane_loom) { 2 } else { 32 };
 const STASH_CAPACITY: usize = 2 * STASH_BATCH + 1;
 
 /// The most items a [`Stack`] holds: `2^21 - 1`, the node indices its 21-bit index field can
-/// name (the other 43 bits of the word are the ABA generation). Free nodes kept in the stashes
-/// of live [`Handle`]s (at most 64 each) count against it too.
+/// name (the other 43 bits of the word are the ABA generation). Free nodes kept in stashes
+/// count against it too: those of live [`Handle`]s and of the seats of threads that made plain
+/// calls on the stack, at most 65 each (so at most 8,320 for the 128 seats).
 ///
 /// ```
 /// assert_eq!(pitlane_queue::stack::MAX_ITEMS, 2_097_151);
@@ -1246,5 +1256,85 @@ mod tests {
         });
         assert_eq!(stack.len(), 10 + 4 * 500);
         assert!(tallies(&stack) <= 4, "{} tallies", tallies(&stack));
+    }
+}
+
+#[cfg(all(test, not(pitlane_loom)))]
+mod seat_tests {
+    use super::*;
+
+    #[test]
+    fn plain_calls_of_exited_threads_leave_their_count_and_nodes_to_the_next_holder_of_the_seat() {
+        let stack = Stack::new();
+        // 300 threads one after another (more than the seats, so seats are taken again), each
+        // pushing 100 and popping 50 with plain calls.
+        for t in 0..300_u64 {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    (0..100).for_each(|i| stack.push(t * 100 + i));
+                    (0..50).for_each(|_| assert!(stack.pop().is_some()));
+                });
+            });
+            assert_eq!(stack.len(), (t as usize + 1) * 50);
+        }
+        // Nodes came back through the stashes: fewer were ever made than the 30,000 pushes.
+        // At most the 15,000 items left plus a full stash per seat (other tests' threads hold
+        // seats too, so our threads need not all sit on the same one).
+        let made = stack.fresh.load(Ordering::Relaxed);
+        assert!(
+            made <= 300 * 50 + SEATS * STASH_CAPACITY,
+            "{made} nodes made"
+        );
+        assert!(made < 300 * 100, "{made} nodes made: none reused");
+        let mut all: Vec<u64> = std::iter::from_fn(|| stack.pop()).collect();
+        assert_eq!(all.len(), 300 * 50);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 300 * 50, "an item popped twice");
+        assert_eq!(stack.len(), 0);
+    }
+
+    #[test]
+    fn threads_pushing_and_popping_plainly_at_once_lose_and_duplicate_nothing() {
+        const THREADS: u64 = 4;
+        const EACH: u64 = 20_000;
+        let stack = Stack::new();
+        let popped: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let stack = &stack;
+                    s.spawn(move || {
+                        let mut got = Vec::new();
+                        for i in 0..EACH {
+                            stack.push(t * EACH + i);
+                            if i % 3 != 0 {
+                                got.extend(stack.pop());
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let mut all: Vec<u64> = popped.into_iter().flatten().collect();
+        assert_eq!(stack.len(), (THREADS * EACH) as usize - all.len());
+        all.extend(std::iter::from_fn(|| stack.pop()));
+        all.sort_unstable();
+        assert_eq!(all, (0..THREADS * EACH).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_moved_stack_keeps_its_seat_stashes_and_count() {
+        let stack = Stack::new();
+        (0..10).for_each(|i| stack.push(i));
+        assert_eq!(stack.pop(), Some(9));
+        let boxed = Box::new(stack);
+        assert_eq!(boxed.len(), 9);
+        boxed.push(10);
+        assert_eq!(boxed.pop(), Some(10));
+        let moved = *boxed;
+        assert_eq!(moved.len(), 9);
+        assert_eq!(moved.into_iter().count(), 9);
     }
 }
