@@ -152,7 +152,7 @@ mod imp {
 
 #[cfg(all(test, not(pitlane_loom)))]
 pub(crate) use imp::REFUSE_NEXT;
-pub(crate) use imp::{asymmetric, init};
+pub(crate) use imp::{asymmetric, heavy, init, light};
 
 /// The fast side's store of `value` into `word` (Release).
 ///

@@ -29,6 +29,8 @@ pub mod spsc;
 pub mod bagpipe;
 #[cfg(any(feature = "std", pitlane_loom))]
 mod barrier;
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+mod era;
 mod error;
 #[cfg(any(feature = "std", pitlane_loom))]
 pub mod mpmc;

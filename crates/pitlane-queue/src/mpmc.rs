@@ -191,6 +191,26 @@ mod reclaim {
             .try_with(crossbeam_epoch::LocalHandle::pin)
             .unwrap_or_else(|_| crossbeam_epoch::pin())
     }
+
+    /// What keeps the segments a plain call reads from being recycled under it.
+    pub(super) enum Protection {
+        /// Inside an era (see the `era` module): two plain stores.
+        #[allow(dead_code)] // held for its `Drop`
+        Inside(crate::era::Inside),
+        /// Pinned to the epoch: a thread without a seat, or a process without `membarrier`.
+        #[allow(dead_code)] // held for its `Drop`
+        Pinned(Guard),
+    }
+
+    /// Protects a plain call: inside an era where the thread has a seat and the process the
+    /// barrier, else pinned.
+    #[inline]
+    pub(super) fn protect() -> Protection {
+        match crate::era::enter() {
+            Some(inside) => Protection::Inside(inside),
+            None => Protection::Pinned(pin()),
+        }
+    }
 }
 
 #[cfg(pitlane_loom)]
@@ -201,9 +221,14 @@ mod reclaim {
     pub(super) fn pin() -> Guard {
         Guard
     }
+
+    /// Under loom a plain call pins like any other.
+    pub(super) fn protect() -> Guard {
+        Guard
+    }
 }
 
-use reclaim::{Guard, pin};
+use reclaim::{Guard, pin, protect};
 
 /// An unbounded lock-free MPMC FIFO queue of `T`, with `SEGMENT` cells per segment.
 ///
@@ -215,9 +240,13 @@ pub struct Queue<T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     /// The segment pushes take tickets from: the last segment or the one before it (between
     /// the link of a new segment and the CAS that moves `tail`); null until the first push.
     tail: CachePadded<AtomicPtr<Segment<T, SEGMENT>>>,
-    /// Segments retired under loom, freed on drop; linked through `Segment::retired_next`.
-    #[cfg(pitlane_loom)]
-    retired: AtomicPtr<Segment<T, SEGMENT>>,
+    /// Retired segments waiting until no plain call can be inside them (see the `era`
+    /// module), linked through `Link::retired_next`; under loom, every retired segment, kept
+    /// until the queue is dropped.
+    limbo: AtomicPtr<Segment<T, SEGMENT>>,
+    /// Retirements since the queue last tried to move segments out of `limbo`.
+    #[cfg(not(pitlane_loom))]
+    limbo_len: AtomicUsize,
     /// Retired segments waiting to be used again, made on the first retirement; shared with
     /// the epoch's deferred functions, which may outlive the queue (see [`Pool`]).
     #[cfg(not(pitlane_loom))]
@@ -253,9 +282,12 @@ struct Link<T, const SEGMENT: usize> {
     /// [`Queue::skip`]); read by each plain push after it publishes. Written rarely, so it
     /// stays in every core's cache.
     skips: Box<[AtomicUsize]>,
-    /// The next retired segment, under loom.
-    #[cfg(pitlane_loom)]
+    /// The next segment in the queue's limbo.
     retired_next: AtomicPtr<Segment<T, SEGMENT>>,
+    /// The era it was retired in (see the `era` module): plain calls that entered in this era
+    /// or later cannot reach it.
+    #[cfg(not(pitlane_loom))]
+    retired_era: core::sync::atomic::AtomicU64,
 }
 
 impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
@@ -290,6 +322,8 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
                     next: AtomicPtr::new(ptr::null_mut()),
                     number: 0,
                     skips: Self::no_skips(),
+                    retired_next: AtomicPtr::new(ptr::null_mut()),
+                    retired_era: core::sync::atomic::AtomicU64::new(0),
                 }));
                 let cells = ptr::addr_of_mut!((*memory).cells).cast::<Slot<T>>();
                 for i in 0..SEGMENT {
@@ -396,6 +430,10 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
         }
     }
 }
+
+/// How many times a retirement flushes and collects (see `Queue::recycle_after_grace`).
+#[cfg(not(pitlane_loom))]
+const CHAIN_DRIVE: usize = 6;
 
 /// How many retired segments a queue keeps for reuse, at most.
 #[cfg(not(pitlane_loom))]
@@ -533,6 +571,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             head: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
             tail: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
             pool: AtomicPtr::new(ptr::null_mut()),
+            limbo: AtomicPtr::new(ptr::null_mut()),
+            limbo_len: AtomicUsize::new(0),
             _owns: PhantomData,
         }
     }
@@ -543,7 +583,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         Self {
             head: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
             tail: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
-            retired: AtomicPtr::new(ptr::null_mut()),
+            limbo: AtomicPtr::new(ptr::null_mut()),
             _owns: PhantomData,
         }
     }
@@ -597,7 +637,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        self.try_push_tagged(item, FULL, &pin())
+        let _protected = protect();
+        self.try_push_tagged(item, FULL)
             .map_err(PushError::Transient)
     }
 
@@ -631,23 +672,25 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        self.try_pop_pinned(&pin())
+        let _protected = protect();
+        self.try_pop_protected()
     }
 
-    /// [`try_pop`](Self::try_pop) for a thread pinned by `guard`.
+    /// [`try_pop`](Self::try_pop) for a thread that is protected (pinned, or inside an era)
+    /// for the whole call.
     #[inline]
-    fn try_pop_pinned(&self, guard: &Guard) -> Result<T, PopError> {
+    fn try_pop_protected(&self) -> Result<T, PopError> {
         loop {
             let segment_ptr = self.head.load(Ordering::Acquire);
             if segment_ptr.is_null() {
                 // Nothing was ever pushed (a push makes segment 0 before it takes a ticket).
                 return Err(PopError::Empty);
             }
-            // SAFETY: the segment `head` named is not freed while we are pinned.
+            // SAFETY: the segment `head` named is not recycled while we are protected.
             let segment = unsafe { &*segment_ptr };
             let ticket = segment.deq.load(Ordering::SeqCst);
             let Some(cell) = segment.cell(ticket) else {
-                if self.advance_head(segment_ptr, guard) {
+                if self.advance_head(segment_ptr) {
                     continue;
                 }
                 return Err(PopError::Empty);
@@ -892,14 +935,14 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// The push of `item` whose cell state becomes `tag` (`FULL`, or its handle's address), for
-    /// a thread pinned by `guard`.
+    /// a thread that is protected (pinned, or inside an era) for the whole call.
     #[inline]
-    fn try_push_tagged(&self, item: T, tag: usize, guard: &Guard) -> Result<(), T> {
+    fn try_push_tagged(&self, item: T, tag: usize) -> Result<(), T> {
         let mut segment_ptr = self.tail.load(Ordering::Acquire);
         if segment_ptr.is_null() {
             segment_ptr = self.first_segment();
         }
-        // SAFETY: `tail` is not null now, and we are pinned.
+        // SAFETY: `tail` is not null now, and we are protected.
         let segment = unsafe { &*segment_ptr };
         let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
         match segment.cell(ticket) {
@@ -907,7 +950,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 Self::publish(segment, ticket, cell, item, tag)
             }
             Some(_) => Err(item),
-            None => self.push_past_full(segment_ptr, item, tag, guard),
+            None => self.push_past_full(segment_ptr, item, tag),
         }
     }
 
@@ -1004,10 +1047,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         mut segment_ptr: *mut Segment<T, SEGMENT>,
         item: T,
         tag: usize,
-        _guard: &Guard,
     ) -> Result<(), T> {
         loop {
-            // SAFETY: `segment_ptr` was read from `tail` while pinned.
+            // SAFETY: `segment_ptr` was read from `tail` while protected.
             let segment = unsafe { &*segment_ptr };
             let mut next = segment.link.next.load(Ordering::Acquire);
             if next.is_null() {
@@ -1057,7 +1099,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// first.
     #[cold]
     fn link_with_first(&self, segment_ptr: *mut Segment<T, SEGMENT>, item: T) -> Result<(), T> {
-        // SAFETY: `segment_ptr` was read from `tail` while pinned.
+        // SAFETY: `segment_ptr` was read from `tail` while protected.
         let segment = unsafe { &*segment_ptr };
         let fresh = self.fresh_segment(segment.link.number + 1);
         // SAFETY: a fresh segment is empty and ours alone.
@@ -1097,8 +1139,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// Every cell of the head segment has been handed to a pop. Move `head` to the successor
     /// and retire the old segment; `false` if there is no successor (the queue is empty).
     #[cold]
-    fn advance_head(&self, segment_ptr: *mut Segment<T, SEGMENT>, guard: &Guard) -> bool {
-        // SAFETY: read from `head` while pinned.
+    fn advance_head(&self, segment_ptr: *mut Segment<T, SEGMENT>) -> bool {
+        // SAFETY: read from `head` while protected.
         let segment = unsafe { &*segment_ptr };
         let next = segment.link.next.load(Ordering::SeqCst);
         if next.is_null() {
@@ -1115,30 +1157,125 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         {
             // SAFETY: neither `head` nor `tail` names the segment any more, and only the thread
             // whose CAS moved `head` off it retires it.
-            unsafe { self.retire(segment_ptr, guard) };
+            unsafe { self.retire(segment_ptr) };
         }
         true
     }
 
-    /// Frees an unlinked segment once no thread can touch it.
+    /// Recycles an unlinked segment once no thread can touch it: first the plain calls that
+    /// may be inside it must have left (the segment waits in `limbo` for that), then the
+    /// epoch's grace periods must pass for pinned threads and revokers.
     ///
     /// # Safety
     /// `segment` is reachable from neither `head` nor `tail`, and is retired once.
     #[cfg(not(pitlane_loom))]
-    unsafe fn retire(&self, segment: *mut Segment<T, SEGMENT>, guard: &Guard) {
+    unsafe fn retire(&self, segment: *mut Segment<T, SEGMENT>) {
+        if !barrier::asymmetric() {
+            // No plain call is ever inside an era in this process: they all pin.
+            // SAFETY: forwarded from the caller.
+            unsafe { self.recycle_after_grace(segment) };
+            return;
+        }
+        // SAFETY: the segment is still allocated (calls may still be reading it, through shared
+        // references, so only its atomics are written); the push below publishes the era.
+        unsafe { &(*segment).link }
+            .retired_era
+            .store(crate::era::retire(), Ordering::Relaxed);
+        self.push_limbo(segment);
+        if self.limbo_len.fetch_add(1, Ordering::Relaxed) + 1 >= Self::LIMBO_BATCH {
+            self.limbo_len.store(0, Ordering::Relaxed);
+            self.leave_limbo();
+        }
+    }
+
+    /// Retirements between two attempts to move segments out of limbo, each of which costs a
+    /// process-wide barrier: eight segments, or fewer large ones, so that limbo holds at most
+    /// about a mebibyte between attempts (and one segment, however large).
+    #[cfg(not(pitlane_loom))]
+    const LIMBO_BATCH: usize = {
+        let fit = (1 << 20) / size_of::<Segment<T, SEGMENT>>();
+        if fit < 1 {
+            1
+        } else if fit > 8 {
+            8
+        } else {
+            fit
+        }
+    };
+
+    /// Starts the grace periods of every segment in limbo that no plain call can be inside
+    /// any more; the others go back to wait for the next attempt. Nothing moves if the
+    /// process-wide barrier was refused (see the `barrier` module).
+    #[cfg(not(pitlane_loom))]
+    #[cold]
+    fn leave_limbo(&self) {
+        let Some(oldest) = crate::era::oldest_inside() else {
+            return;
+        };
+        let mut at = self.limbo.swap(ptr::null_mut(), Ordering::Acquire);
+        while !at.is_null() {
+            // SAFETY: segments in limbo are allocated and owned by the limbo list, which the
+            // swap above handed to us alone.
+            let link = unsafe { &(*at).link };
+            let next = link.retired_next.load(Ordering::Relaxed);
+            if link.retired_era.load(Ordering::Relaxed) <= oldest {
+                // SAFETY: retired once, unreachable, and no plain call is inside it any more.
+                unsafe { self.recycle_after_grace(at) };
+            } else {
+                self.push_limbo(at);
+            }
+            at = next;
+        }
+    }
+
+    /// Hands an unlinked segment that no plain call can be inside to three grace periods of
+    /// the epoch: one for pinned threads that may hold it, two more for revokers that may hold
+    /// a stale cell address (see `revoke`); then it goes to the pool.
+    ///
+    /// # Safety
+    /// `segment` is unlinked, retired once, and no plain call is inside it.
+    #[cfg(not(pitlane_loom))]
+    unsafe fn recycle_after_grace(&self, segment: *mut Segment<T, SEGMENT>) {
         let pool = self.pool();
         // The chain below owns the pool until it hands the segment in.
         // SAFETY: `pool` is alive: the queue owns it.
         unsafe { &*pool }.owners.fetch_add(1, Ordering::Relaxed);
-        // Three grace periods: one for the threads that may hold the segment, two more for
-        // revokers that may hold a stale cell address (see `revoke`).
+        let mut guard = pin();
         // SAFETY: forwarded from the caller; the chain is a counted owner of `pool`.
-        unsafe { defer_recycle(SegmentPtr(segment), PoolPtr(pool), 3, guard) };
+        unsafe { defer_recycle(SegmentPtr(segment), PoolPtr(pool), 3, &guard) };
         // Hand this thread's deferred functions (this chain's first step, and later steps of
         // chains its collections ran) to the global queue now, so that chains move on as soon
         // as the epoch does instead of waiting for the thread's bag to fill up: 64 functions,
-        // which for segments of large values was hundreds of megabytes.
-        guard.flush();
+        // which for segments of large values was hundreds of megabytes. Each flush also tries
+        // to advance the epoch and runs what has expired. Plain calls no longer pin, so
+        // nothing else drives the epoch as often as once every 128 pins: a chain of three
+        // steps needs six advances, so this retirement drives a few.
+        // Between two flushes the pin moves to the new epoch, or it would hold the next
+        // advance back itself.
+        for _ in 0..CHAIN_DRIVE {
+            guard.flush();
+            guard.repin();
+        }
+    }
+
+    /// Puts a retired segment on the limbo list.
+    fn push_limbo(&self, segment: *mut Segment<T, SEGMENT>) {
+        let mut top = self.limbo.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: the segment is allocated and not on the list: only we write its link.
+            unsafe { &(*segment).link }
+                .retired_next
+                .store(top, Ordering::Relaxed);
+            match self.limbo.compare_exchange_weak(
+                top,
+                segment,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => top = now,
+            }
+        }
     }
 
     /// The queue's pool, made on first use.
@@ -1205,20 +1342,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// # Safety
     /// As for the epoch version.
     #[cfg(pitlane_loom)]
-    unsafe fn retire(&self, segment: *mut Segment<T, SEGMENT>, _guard: &Guard) {
-        loop {
-            let top = self.retired.load(Ordering::Acquire);
-            // SAFETY: the segment is still allocated; only its retirer writes `retired_next`.
-            let link = unsafe { &(*segment).link };
-            link.retired_next.store(top, Ordering::Relaxed);
-            if self
-                .retired
-                .compare_exchange(top, segment, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return;
-            }
-        }
+    unsafe fn retire(&self, segment: *mut Segment<T, SEGMENT>) {
+        self.push_limbo(segment);
     }
 }
 
@@ -1237,20 +1362,18 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// Runs `f` with the handle's pin, taking it if released and renewing it every
     /// [`REFRESH_EVERY`] operations.
     #[inline(always)]
-    fn pinned<R>(&self, f: impl FnOnce(&Guard) -> R) -> R {
+    fn pinned<R>(&self, f: impl FnOnce() -> R) -> R {
         let done = self.operations.get().wrapping_add(1);
         self.operations.set(done);
         if done % REFRESH_EVERY == 0 {
             self.renew();
         }
-        if let Some(guard) = self.guard.borrow().as_ref() {
-            return f(guard);
+        if self.guard.borrow().is_none() {
+            self.pin_again();
         }
-        self.pin_again();
-        match self.guard.borrow().as_ref() {
-            Some(guard) => f(guard),
-            None => unreachable!("pinned just above"),
-        }
+        // The pin stays while `f` runs: only `release` and `renew` (not called by `f`, which
+        // runs no code of the user's that could reach this handle) touch it.
+        f()
     }
 
     /// Renews a pin held across many operations, so that memory retired since can be
@@ -1281,7 +1404,7 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        self.pinned(|guard| self.queue.try_push_tagged(item, FULL, guard))
+        self.pinned(|| self.queue.try_push_tagged(item, FULL))
             .map_err(PushError::Transient)
     }
 
@@ -1309,7 +1432,7 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        self.pinned(|guard| self.queue.try_pop_pinned(guard))
+        self.pinned(|| self.queue.try_pop_protected())
     }
 
     /// [`Queue::pop`] without a pin of its own.
@@ -1435,14 +1558,13 @@ impl<T, const SEGMENT: usize> Drop for Queue<T, SEGMENT> {
                 unsafe { Pool::release(pool) };
             }
         }
-        #[cfg(pitlane_loom)]
-        {
-            let mut retired = self.retired.load(Ordering::Relaxed);
-            while !retired.is_null() {
-                // SAFETY: retired segments are owned by the queue under loom and hold no value.
-                let segment = unsafe { Box::from_raw(retired) };
-                retired = segment.link.retired_next.load(Ordering::Relaxed);
-            }
+        let mut retired = self.limbo.load(Ordering::Relaxed);
+        while !retired.is_null() {
+            // SAFETY: segments in limbo are owned by the queue, unlinked and empty of values;
+            // `&mut self`: no call is inside one, and a revoker may not run once its bag is
+            // being dropped (`RevocableBag::revoke`'s contract).
+            let segment = unsafe { Box::from_raw(retired) };
+            retired = segment.link.retired_next.load(Ordering::Relaxed);
         }
     }
 }
@@ -1492,7 +1614,8 @@ impl<T, const SEGMENT: usize> WeakBag for Queue<T, SEGMENT> {
 impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
     fn try_push_revocable(&self, item: T) -> Result<(), PushError<T>> {
         let tag = slot::tag_of(item.revoke_handle());
-        self.try_push_tagged(item, tag, &pin())
+        let _guard = pin();
+        self.try_push_tagged(item, tag)
             .map_err(PushError::Transient)
     }
 

@@ -1,0 +1,156 @@
+//! Eras: protection of plain (handle-less) calls with plain stores, paid for by the rare
+//! reclaimer with a process-wide barrier.
+//!
+//! A plain `push` or `pop` of the [`mpmc::Queue`](crate::mpmc::Queue) reads a segment's
+//! address and then works inside it, so the segment must not be recycled while such a call
+//! may still hold it. An epoch pin would protect it, but it costs a read-modify-write and,
+//! every 128 pins, a collection that reads every other thread's epoch line; for a call that
+//! otherwise costs a fetch-and-add and a store, that is most of its price. Instead, a thread
+//! with a seat (see the `seat` module) *announces* the global era it entered in, with a plain
+//! store into its seat's word, and clears the word when it leaves. The fast side needs no
+//! fence: the reclaimer issues a process-wide barrier (`membarrier`, see the `barrier`
+//! module) before it reads the announcements, which is the asymmetric pairing of Linux's
+//! userspace RCU and folly's hazard pointers.
+//!
+//! # The protocol
+//!
+//! - **Enter**: `e = ERA.load(Acquire)`; `ACTIVE[seat].store(e, Release)`; compiler fence; then the
+//!   call's loads of the structure's pointers. A call made while the thread is already inside
+//!   one (a value's `Drop` run by a pop, say) leaves the announcement as it is.
+//! - **Leave**: `ACTIVE[seat].store(0, Release)`.
+//! - **Retire** (after unlinking a segment, so that no shared pointer leads to it any more):
+//!   `r = ERA.fetch_add(1, AcqRel) + 1`. A call that entered in an era `≥ r` read `ERA` after
+//!   that increment, which the unlink precedes, so all its later loads see the segment
+//!   unlinked: it cannot reach the segment.
+//! - **Reclaim**: issue the process-wide barrier, then read every seat's word. The segment
+//!   retired with `r` may be recycled once no word holds an era in `1..r`.
+//!
+//! Why the barrier is enough: take a call that holds the segment, so it read a pointer to it
+//! before the unlink reached it, and entered in an era `e < r`. The barrier makes its thread
+//! execute a full fence at some moment `B` during the barrier. If the call's load of the
+//! pointer came after `B`, it would have seen the unlink, which happened before the barrier
+//! began; so it came before `B`, and so did its announcement, which precedes that load in
+//! program order; the fence at `B` made the announcement visible before the barrier returned,
+//! and the reclaimer's reads come after. It then reads `e`, or `0` written by the call's leave
+//! (a `Release` store: everything the call did with the segment happens before the reclaimer
+//! acts on that `0`), or a later era of a later call of the same thread, which left the first
+//! call first.
+//!
+//! A thread without a seat, a call from a thread-local destructor at thread exit, and every
+//! call in a process where the barrier is not available (see `barrier::asymmetric`) pin the
+//! epoch instead; the reclaimer serves both kinds of protection by waiting for quiet eras
+//! first and then for the epoch's grace periods.
+//!
+//! Under loom no thread has a seat, so every call pins (the loom stand-in).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+use crate::barrier;
+use crate::seat::{self, SEATS};
+
+/// The current era; starts at 1 (an announcement of 0 means "not inside a call").
+static ERA: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(1));
+
+/// Per seat: the era its holder's current call entered in, or 0.
+static ACTIVE: [CachePadded<AtomicU64>; SEATS] =
+    [const { CachePadded::new(AtomicU64::new(0)) }; SEATS];
+
+/// A call inside an era; leaves it when dropped. Not `Send`: the announcement is the
+/// thread's.
+pub(crate) struct Inside {
+    /// The seat whose announcement this call made, or `None` for a call nested in another
+    /// call of the same thread, which leaves the announcement to the outer one.
+    seat: Option<usize>,
+    _not_send: core::marker::PhantomData<*const ()>,
+}
+
+/// Enters the current era: `None` if the calling thread has no seat or the process has no
+/// process-wide barrier; the caller then pins the epoch instead.
+#[inline]
+pub(crate) fn enter() -> Option<Inside> {
+    if !barrier::asymmetric() {
+        return None;
+    }
+    let seat = seat::current()?;
+    let active = &ACTIVE[seat];
+    // Only this thread writes its seat's word, so a plain load tells whether we are inside.
+    if active.load(Ordering::Relaxed) != 0 {
+        return Some(Inside {
+            seat: None,
+            _not_send: core::marker::PhantomData,
+        });
+    }
+    // Release (a plain store on x86, as `Relaxed`): a reclaimer that reads this era also
+    // sees, in the memory model's terms, everything this thread's earlier calls did; the
+    // argument in the module documentation needs this for a thread that left an old era and
+    // entered a new one since.
+    active.store(ERA.load(Ordering::Acquire), Ordering::Release);
+    // The announcement is ordered before the call's loads by the reclaimer's barrier; the
+    // compiler must keep them in this order too.
+    barrier::light();
+    Some(Inside {
+        seat: Some(seat),
+        _not_send: core::marker::PhantomData,
+    })
+}
+
+impl Drop for Inside {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(seat) = self.seat {
+            // Release: the call's accesses happen before a reclaimer that reads this 0.
+            ACTIVE[seat].store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Called after unlinking something: the era from which calls cannot reach it.
+#[inline]
+pub(crate) fn retire() -> u64 {
+    ERA.fetch_add(1, Ordering::AcqRel) + 1
+}
+
+/// The oldest era a call may still be inside of, after the process-wide barrier: what was
+/// retired with an era `r` at most this may be recycled. `None` if the barrier was refused
+/// (nothing may be recycled on this evidence).
+#[cold]
+pub(crate) fn oldest_inside() -> Option<u64> {
+    if !barrier::heavy() {
+        return None;
+    }
+    let oldest = ACTIVE
+        .iter()
+        .map(|active| active.load(Ordering::Acquire))
+        .filter(|&era| era != 0)
+        .min();
+    Some(oldest.unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_inside_an_old_era_holds_back_what_was_retired_after_it_entered() {
+        crate::barrier::init();
+        if !crate::barrier::asymmetric() {
+            // No membarrier here: calls pin the epoch instead, and `enter` says so.
+            assert!(enter().is_none());
+            return;
+        }
+        let inside = enter().expect("a seat and the barrier");
+        let retired = retire();
+        let oldest = oldest_inside().expect("the barrier");
+        assert!(oldest < retired, "oldest {oldest}, retired {retired}");
+        // A nested call changes nothing; leaving it keeps the outer announcement.
+        drop(enter().expect("nested"));
+        assert!(oldest_inside().unwrap() < retired);
+        drop(inside);
+        // Other tests' threads may be inside calls of their own, but none entered before
+        // our retirement and is still inside... unless it is slow; so only check our seat.
+        let seat = seat::current().unwrap();
+        assert_eq!(ACTIVE[seat].load(Ordering::Relaxed), 0);
+    }
+}
