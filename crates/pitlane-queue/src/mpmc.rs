@@ -1762,4 +1762,48 @@ mod tests {
         assert_eq!(unsafe { cell.read() }, 1);
         assert_eq!(queue.try_pop(), Err(PopError::Empty));
     }
+
+    /// How many segments wait in the queue's limbo (no other thread may use the queue).
+    fn limbo_len<const N: usize>(queue: &Queue<u64, N>) -> usize {
+        let mut count = 0;
+        let mut at = queue.limbo.load(Ordering::Acquire);
+        while !at.is_null() {
+            count += 1;
+            // SAFETY: limbo segments are allocated until the queue drops or recycles them,
+            // and only this thread uses the queue.
+            at = unsafe { &(*at).link }.retired_next.load(Ordering::Acquire);
+        }
+        count
+    }
+
+    #[test]
+    fn a_retired_segment_stays_in_limbo_while_a_plain_call_may_be_inside_it() {
+        barrier::init();
+        let queue = Queue::<u64, 1>::with_segment_size();
+        queue.push(0);
+        // Stand for a plain call stalled inside segment 0 (the calls below nest in it).
+        let Some(inside) = crate::era::enter() else {
+            // No membarrier (or no seat) here: every call pins, nothing goes to limbo.
+            return;
+        };
+        // A pop that moves on from a one-cell segment retires it: 19 retirements (segments
+        // 0 to 18) make two attempts to move segments out of limbo, and none may leave: each
+        // was retired after our era began.
+        for i in 1..=20 {
+            queue.push(i);
+            assert_eq!(queue.pop(), Some(i - 1));
+        }
+        assert_eq!(limbo_len(&queue), 19);
+        drop(inside);
+        // Once we left, later attempts move them on (other tests' threads may be inside calls
+        // of their own for a moment, so allow a few attempts).
+        for i in 21..=200 {
+            queue.push(i);
+            assert_eq!(queue.pop(), Some(i - 1));
+            if limbo_len(&queue) < 8 {
+                return;
+            }
+        }
+        panic!("{} segments still in limbo", limbo_len(&queue));
+    }
 }

@@ -467,3 +467,59 @@ fn full_mpmc_revoke_racing_segment_links() {
     let pages = Page::numbered(1_000_000);
     revoke_racing_segment_links(&pages);
 }
+
+/// Plain calls on a queue of one-cell segments: every push links a segment and every pop
+/// retires one, so segments go through limbo, the grace periods and the pool all the time,
+/// while plain calls are inside them (protected by eras, not pins). Each value is four copies
+/// of one number, so a pop that read a recycled cell would see them disagree; a ledger catches
+/// a lost or duplicated value. Threads are started afresh each round, so seats (and the era
+/// announcements on them) pass from exited threads to new ones.
+fn plain_calls_on_one_cell_segments(rounds: usize, per_thread: usize) {
+    epoch_ready();
+    let queue = Queue::<[u64; 4], 1>::with_segment_size();
+    let seen: Vec<AtomicU8> = (0..rounds * THREADS * per_thread)
+        .map(|_| AtomicU8::new(0))
+        .collect();
+    let popped = AtomicUsize::new(0);
+    for round in 0..rounds {
+        run_threads(THREADS, |t| {
+            for i in 0..per_thread {
+                let value = ((round * THREADS + t) * per_thread + i) as u64;
+                queue.push([value; 4]);
+                // Every thread pops as much as it pushes, so nothing piles up.
+                let words = loop {
+                    if let Some(words) = queue.pop() {
+                        break words;
+                    }
+                    thread::yield_now();
+                };
+                assert!(
+                    words.iter().all(|&w| w == words[0]),
+                    "a torn value {words:?}"
+                );
+                let before = seen[words[0] as usize].fetch_add(1, Ordering::Relaxed);
+                assert_eq!(before, 0, "value {} popped twice", words[0]);
+                popped.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    assert_eq!(queue.pop(), None);
+    assert_eq!(popped.load(Ordering::Relaxed), seen.len());
+    assert!(seen.iter().all(|count| count.load(Ordering::Relaxed) == 1));
+}
+
+#[test]
+fn mpmc_plain_calls_on_one_cell_segments_from_threads_that_come_and_go() {
+    let per_thread = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        20_000
+    };
+    plain_calls_on_one_cell_segments(8, per_thread);
+}
+
+#[test]
+#[ignore = "long: run in release (CI does)"]
+fn full_mpmc_plain_calls_on_one_cell_segments() {
+    plain_calls_on_one_cell_segments(40, FULL_OPS / (40 * THREADS * 2));
+}
