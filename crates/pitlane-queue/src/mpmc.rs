@@ -99,27 +99,43 @@
 //! `enq`, or of `next` after it found the segment exhausted), which saw no unclaimed published
 //! value. The counters and these loads are `SeqCst`.
 //!
-//! # Reclamation: why crossbeam-epoch
+//! # Reclamation: eras for plain calls, the epoch for the rest
 //!
 //! A thread reads `head` or `tail` and then does its `fetch_add` or CAS *inside* the segment, so a
 //! segment must stay allocated as long as any thread may still hold its address — even a
 //! thread whose ticket turns out to be useless. Crossbeam's `SegQueue` avoids reclamation
 //! schemes by claiming slots with a CAS on a combined index that validates the block before it
 //! is touched; a fetch-and-add cannot validate first. Hazard pointers would cost a `SeqCst`
-//! store and a re-read of the pointer on every operation; an epoch pin costs one uncontended
-//! read-modify-write on a thread-local word, and retiring happens once per segment. So retired
-//! segments go to [crossbeam-epoch](https://docs.rs/crossbeam-epoch), the well-kept collector
-//! the house rules prefer to anything home-made. Revocation needs a retired segment to outlive
-//! three grace periods instead of one; the argument is in the [`revoke`] module. When the
-//! last grace period has passed, the segment goes back to a pool of the queue (two segments
-//! at most; any more are freed), from which the next link takes it: reusing a segment costs
-//! resetting its state words, not an allocation with fresh pages to fault in and zero. A queue
-//! therefore holds its live segments, up to two spare ones, and the retired ones whose grace
-//! periods are still running (each retirement flushes the thread's deferred functions to the
-//! collector, so those few move on as soon as the epoch does).
-//! Under `cfg(pitlane_loom)` retired segments are kept on a list and freed when the queue is
-//! dropped, so that loom checks the cell protocol and the segment hand-off without the epoch
-//! machinery, which loom cannot model.
+//! store and a re-read of the pointer on every operation. So a retired segment passes two
+//! gates before it is used again:
+//!
+//! 1. **Limbo** (plain calls). A plain `push`, `pop` or `try_*` call of a thread with a seat
+//!    announces the era it entered in with a plain store and clears it when it leaves (see the
+//!    `era` module: the reclaimer pays with a `membarrier` and a read of every seat's word).
+//!    A retired segment records the era of its retirement and waits on the queue's limbo list
+//!    until no call is inside an older era. Every eight retirements (fewer for segments of
+//!    large values, so that limbo holds about a mebibyte at most) the retiring thread tries to
+//!    move segments on.
+//! 2. **Three grace periods of [crossbeam-epoch](https://docs.rs/crossbeam-epoch)** (pinned
+//!    threads and revokers): handles, revocable pushes, revokers, `len`, and plain calls of
+//!    threads without a seat (or in a process without `membarrier`, where limbo is skipped)
+//!    pin the epoch. Revocation needs a segment to outlive three grace periods instead of one;
+//!    the argument is in the [`revoke`] module. Limbo comes first so that a plain pop that
+//!    takes a tracked value has cleared the item's handle before the first grace period
+//!    starts, as that argument needs.
+//!
+//! When the last grace period has passed, the segment goes back to a pool of the queue (two
+//! segments at most; any more are freed), from which the next link takes it: reusing a segment
+//! costs resetting its state words, not an allocation with fresh pages to fault in and zero. A
+//! queue therefore holds its live segments, up to two spare ones, and the retired ones still in
+//! limbo or in their grace periods. Plain calls do not drive the epoch (only pins collect, every
+//! 128), so each retirement flushes its thread's deferred functions and advances the epoch a
+//! few steps itself.
+//! Under `cfg(pitlane_loom)` retired segments are kept in limbo until the queue is dropped, and
+//! every call pins a stand-in, so that loom checks the cell protocol and the segment hand-off
+//! without the reclamation machinery, which loom cannot model (the era protocol is checked by
+//! a unit test of its rule and by a stress test of one-cell segments, which ThreadSanitizer
+//! also runs).
 //!
 //! # Choosing the segment size
 //!

@@ -46,8 +46,12 @@
 //! [`mpmc::Queue`](crate::mpmc::Queue) frees whole segments through crossbeam-epoch, and the
 //! protocol keeps a segment alive while any revoker could still read one of its addresses:
 //!
-//! 1. Every thread that touches a handle or a slot of a segment `S` is pinned from before it
-//!    reads the slot's address until after its last access to the slot.
+//! 1. Every thread that touches a handle or a slot of a segment `S` is protected from before
+//!    it reads the slot's address until after its last access to the slot: pinned (revokers,
+//!    handles, tracked pushes), or, for a plain call of the queue, inside an era, and a retired
+//!    segment leaves limbo (see the queue's reclamation section) only once no such call is
+//!    inside it, before its first grace period starts. So for the steps below, a plain call
+//!    counts as pinned until that moment.
 //! 2. The address of slot `c` is written into a handle once, by the pusher of `c` after it
 //!    drew the ticket of `c` in a linked segment (never into a segment that is not linked yet,
 //!    which a lost link CAS would free at once), and removed
