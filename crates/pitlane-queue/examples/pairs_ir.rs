@@ -26,6 +26,7 @@ fn main() {
     let n: u64 = args
         .next()
         .map_or(1_000_000, |n| n.parse().expect("a count"));
+    let started = std::time::Instant::now();
     match subject.as_str() {
         "stack-plain" => {
             let s = Stack::new();
@@ -64,5 +65,9 @@ fn main() {
             pairs(n, |i| h.push(i), || h.pop());
         }
         other => panic!("unknown subject {other}"),
+    }
+    if std::env::var_os("PAIRS_TIME").is_some() {
+        let pair_ns = started.elapsed().as_nanos() as f64 / n.max(1) as f64;
+        eprintln!("{subject}: {pair_ns:.1} ns per pair");
     }
 }

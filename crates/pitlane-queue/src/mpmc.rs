@@ -208,24 +208,25 @@ mod reclaim {
             .unwrap_or_else(|_| crossbeam_epoch::pin())
     }
 
-    /// What keeps the segments a plain call reads from being recycled under it.
-    pub(super) enum Protection {
-        /// Inside an era (see the `era` module): two plain stores.
-        #[allow(dead_code)] // held for its `Drop`
-        Inside(crate::era::Inside),
-        /// Pinned to the epoch: a thread without a seat, or a process without `membarrier`.
-        #[allow(dead_code)] // held for its `Drop`
-        Pinned(Guard),
+    /// Runs a plain call's body `f` protected: inside an era where the thread has a seat and
+    /// the process the barrier, else pinned (kept out of line, so that the fast path carries
+    /// no guard to drop).
+    #[inline(always)]
+    pub(super) fn protected<R>(f: impl FnOnce() -> R) -> R {
+        match crate::era::enter() {
+            Some(inside) => {
+                let result = f();
+                drop(inside);
+                result
+            }
+            None => pinned(f),
+        }
     }
 
-    /// Protects a plain call: inside an era where the thread has a seat and the process the
-    /// barrier, else pinned.
-    #[inline]
-    pub(super) fn protect() -> Protection {
-        match crate::era::enter() {
-            Some(inside) => Protection::Inside(inside),
-            None => Protection::Pinned(pin()),
-        }
+    #[inline(never)]
+    fn pinned<R>(f: impl FnOnce() -> R) -> R {
+        let _guard = pin();
+        f()
     }
 }
 
@@ -238,13 +239,13 @@ mod reclaim {
         Guard
     }
 
-    /// Under loom a plain call pins like any other.
-    pub(super) fn protect() -> Guard {
-        Guard
+    /// Under loom a plain call pins (a stand-in) like any other.
+    pub(super) fn protected<R>(f: impl FnOnce() -> R) -> R {
+        f()
     }
 }
 
-use reclaim::{Guard, pin, protect};
+use reclaim::{Guard, pin, protected};
 
 /// An unbounded lock-free MPMC FIFO queue of `T`, with `SEGMENT` cells per segment.
 ///
@@ -653,9 +654,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        let _protected = protect();
-        self.try_push_tagged(item, FULL)
-            .map_err(PushError::Transient)
+        protected(|| self.try_push_tagged(item, FULL)).map_err(PushError::Transient)
     }
 
     /// Appends `item`, retrying lost races.
@@ -688,8 +687,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        let _protected = protect();
-        self.try_pop_protected()
+        protected(|| self.try_pop_protected())
     }
 
     /// [`try_pop`](Self::try_pop) for a thread that is protected (pinned, or inside an era)
