@@ -36,6 +36,10 @@ mod imp {
     /// The process's protocol; set once by [`init`], from `UNDECIDED` only.
     static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
 
+    /// Registers the era module's fork handler once.
+    #[cfg(all(target_os = "linux", feature = "std"))]
+    static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
+
     /// Decides, once per process, whether the asymmetric handshake is available.
     #[cold]
     pub(crate) fn init() {
@@ -43,6 +47,10 @@ mod imp {
             return;
         }
         let mode = if os::register() {
+            // Before any thread can announce an era (see `era`), so that a fork child never
+            // inherits announcements it cannot clear.
+            #[cfg(all(target_os = "linux", feature = "std"))]
+            FORK_HANDLER.call_once(crate::era::forget_other_threads_after_fork);
             ASYMMETRIC
         } else {
             SYMMETRIC

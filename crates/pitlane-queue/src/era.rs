@@ -106,6 +106,28 @@ impl Drop for Inside {
     }
 }
 
+/// In the child of a `fork`, only the forking thread exists: every other seat's announcement
+/// is stale (its thread cannot be inside anything), and would hold back every retirement of the
+/// child forever. Registered once, before the process first chooses the asymmetric protocol
+/// (see `barrier::init`), so before any announcement can exist. The seats themselves stay
+/// taken in the child: a thread that vanished in the middle of a call may have left per-seat
+/// state (a stack's stash) half-updated, which no new thread may inherit.
+#[cfg(target_os = "linux")]
+pub(crate) fn forget_other_threads_after_fork() {
+    extern "C" fn child() {
+        let mine = seat::held();
+        for (seat, active) in ACTIVE.iter().enumerate() {
+            if Some(seat) != mine {
+                active.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+    // SAFETY: `pthread_atfork` only records the handlers; `child` touches atomics and a
+    // thread-local without a destructor, which is what a child of a multithreaded process may
+    // do. A failure (out of memory for the record) leaves the leak this prevents, nothing worse.
+    unsafe { libc::pthread_atfork(None, None, Some(child)) };
+}
+
 /// Called after unlinking something: the era from which calls cannot reach it.
 #[inline]
 pub(crate) fn retire() -> u64 {

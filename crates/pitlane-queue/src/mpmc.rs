@@ -1820,4 +1820,60 @@ mod tests {
         }
         panic!("{} segments still in limbo", limbo_len(&queue));
     }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_fork_child_is_not_held_back_by_calls_the_parent_had_in_flight() {
+        use std::sync::atomic::AtomicBool;
+        barrier::init();
+        if !barrier::asymmetric() {
+            return;
+        }
+        // Another thread of the parent is inside a call (an era) when the process forks.
+        let entered = AtomicBool::new(false);
+        let forked = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let inside = crate::era::enter();
+                entered.store(true, Ordering::Release);
+                while !forked.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                drop(inside);
+            });
+            while !entered.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            // SAFETY: the child only runs the queue (atomics, malloc, which glibc makes safe
+            // in a fork child) and then `_exit`s; no lock of the parent's is taken.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                let queue = Queue::<u64, 1>::with_segment_size();
+                queue.push(0);
+                for i in 1..=200 {
+                    queue.push(i);
+                    if queue.pop() != Some(i - 1) {
+                        // SAFETY: ends the child at once, as a fork child of a test should.
+                        unsafe { libc::_exit(2) };
+                    }
+                }
+                // At most the retirements since the last attempt (eight) wait in limbo; with
+                // the parent's call counted, all 199 would.
+                let code = if limbo_len(&queue) <= 8 { 0 } else { 1 };
+                // SAFETY: as above.
+                unsafe { libc::_exit(code) };
+            }
+            forked.store(true, Ordering::Release);
+            assert!(pid > 0, "fork failed");
+            let mut status = 0;
+            // SAFETY: waits for the child just made; `status` is ours to write.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            assert!(libc::WIFEXITED(status), "child status {status}");
+            assert_eq!(
+                libc::WEXITSTATUS(status),
+                0,
+                "1: the child's retired segments stayed in limbo behind the parent's call"
+            );
+        });
+    }
 }

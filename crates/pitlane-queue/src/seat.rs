@@ -69,6 +69,13 @@ mod map {
         sit_down()
     }
 
+    /// The calling thread's seat if it holds one; never takes one.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn held() -> Option<usize> {
+        let seat = SEAT.get();
+        (seat != NONE).then_some(seat)
+    }
+
     /// The first call of a thread (or a call after all seats were taken): take a seat, and
     /// register its return for when the thread exits.
     #[cold]
@@ -105,6 +112,8 @@ mod map {
 
 #[cfg(not(pitlane_loom))]
 pub(crate) use map::current;
+#[cfg(all(target_os = "linux", not(pitlane_loom)))]
+pub(crate) use map::held;
 
 /// Under loom no thread holds a seat.
 #[cfg(pitlane_loom)]
