@@ -448,9 +448,6 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
     }
 }
 
-/// How many times a retirement flushes and collects (see `Queue::recycle_after_grace`).
-#[cfg(not(pitlane_loom))]
-const CHAIN_DRIVE: usize = 6;
 
 /// How many retired segments a queue keeps for reuse, at most.
 #[cfg(not(pitlane_loom))]
@@ -1266,11 +1263,24 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         // steps needs six advances, so this retirement drives a few.
         // Between two flushes the pin moves to the new epoch, or it would hold the next
         // advance back itself.
-        for _ in 0..CHAIN_DRIVE {
+        for _ in 0..Self::CHAIN_DRIVE {
             guard.flush();
             guard.repin();
         }
     }
+
+    /// How many times a retirement flushes and advances the epoch (see
+    /// [`recycle_after_grace`](Self::recycle_after_grace)). Each costs a collection (a read
+    /// of every thread's epoch line, microseconds in all), paid once per segment: for small
+    /// segments once is enough (a few more of them on their way to the pool cost little),
+    /// large ones (256 KiB and more) drive six, so that each comes back within its own
+    /// retirement rather than six later.
+    #[cfg(not(pitlane_loom))]
+    const CHAIN_DRIVE: usize = if size_of::<Segment<T, SEGMENT>>() >= 256 << 10 {
+        6
+    } else {
+        1
+    };
 
     /// Puts a retired segment on the limbo list.
     fn push_limbo(&self, segment: *mut Segment<T, SEGMENT>) {
