@@ -14,6 +14,9 @@ use pitlane_queue::mpmc::Queue;
 use pitlane_queue::stack::Stack;
 
 fn pairs(n: u64, push: impl Fn(u64), pop: impl Fn() -> Option<u64>) {
+    // PREFILL=k pushes k items first, so that pushes and pops work in different places.
+    let prefill: u64 = std::env::var("PREFILL").map_or(0, |k| k.parse().expect("a count"));
+    (0..prefill).for_each(&push);
     for i in 0..n {
         push(black_box(i));
         black_box(pop());

@@ -924,9 +924,12 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
 
     /// A handle for the calling thread: the queue's operations with the thread pinned (to the
     /// epoch that guards retired segments) by the handle, which renews the pin every 256
-    /// operations, so that no operation pays for a pin of its own. Drop it, or call
-    /// [`BagHandle::release`], when the thread stops using the queue for a while: while a pin
-    /// is held, memory retired by any thread since cannot be reclaimed.
+    /// operations, so that no operation pays for a pin of its own. Plain calls are about as
+    /// cheap where the thread has a seat and the process `membarrier` (they announce an era
+    /// instead of pinning; see the module documentation); a handle is the way to the same
+    /// speed elsewhere. Drop it, or call [`BagHandle::release`], when the thread stops using
+    /// the queue for a while: while a pin is held, memory retired by any thread since cannot
+    /// be reclaimed.
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;

@@ -140,7 +140,7 @@ pub trait WeakBag {
 ///
 /// | bag | what its handle holds |
 /// |---|---|
-/// | [`mpmc::Queue`](crate::mpmc::Queue) | an epoch pin, renewed every 256 operations, so that no operation pins on its own |
+/// | [`mpmc::Queue`](crate::mpmc::Queue) | an epoch pin, renewed every 256 operations, so that no operation pins on its own (plain calls announce an era instead, about as cheaply, where the process has `membarrier`) |
 /// | [`Stack`](crate::stack::Stack) | a stash of free nodes and a count of its own, so that a push and a pop touch only the top (plain calls have the same, per thread, inside the stack: the handle adds no speed, only independence from the thread) |
 /// | [`Bagpipe`](crate::bagpipe::Bagpipe) | its own walk through the pipes, and a handle on every pipe |
 ///
