@@ -448,7 +448,6 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
     }
 }
 
-
 /// How many retired segments a queue keeps for reuse, at most.
 #[cfg(not(pitlane_loom))]
 const POOL_SEGMENTS: usize = 2;

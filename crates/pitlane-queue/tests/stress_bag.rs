@@ -523,3 +523,57 @@ fn mpmc_plain_calls_on_one_cell_segments_from_threads_that_come_and_go() {
 fn full_mpmc_plain_calls_on_one_cell_segments() {
     plain_calls_on_one_cell_segments(40, FULL_OPS / (40 * THREADS * 2));
 }
+
+/// More threads alive at once than there are seats (128): the threads without one take the
+/// shared paths (the stack's shared free list and count, the queue's epoch pin) beside threads
+/// with seats (stashes, eras), on the same structures at the same time.
+#[test]
+fn more_threads_than_seats_mix_seated_and_unseated_calls() {
+    epoch_ready();
+    const CROWD: usize = 150;
+    const EACH: usize = 200;
+    let queue = Queue::<u64, 2>::with_segment_size();
+    let stack = Stack::new();
+    let arrived = AtomicUsize::new(0);
+    let seen_queue: Vec<AtomicU8> = (0..CROWD * EACH).map(|_| AtomicU8::new(0)).collect();
+    let seen_stack: Vec<AtomicU8> = (0..CROWD * EACH).map(|_| AtomicU8::new(0)).collect();
+    run_threads(CROWD, |t| {
+        // Every thread makes its first call only once all of them are alive, so that seats
+        // run out.
+        arrived.fetch_add(1, Ordering::AcqRel);
+        while arrived.load(Ordering::Acquire) < CROWD {
+            thread::yield_now();
+        }
+        for i in 0..EACH {
+            let value = (t * EACH + i) as u64;
+            queue.push(value);
+            stack.push(value);
+            if let Some(v) = queue.pop() {
+                assert_eq!(seen_queue[v as usize].fetch_add(1, Ordering::Relaxed), 0);
+            }
+            if let Some(v) = stack.pop() {
+                assert_eq!(seen_stack[v as usize].fetch_add(1, Ordering::Relaxed), 0);
+            }
+        }
+    });
+    for v in std::iter::from_fn(|| queue.pop()) {
+        assert_eq!(seen_queue[v as usize].fetch_add(1, Ordering::Relaxed), 0);
+    }
+    assert_eq!(
+        stack.len(),
+        seen_stack
+            .iter()
+            .filter(|c| c.load(Ordering::Relaxed) == 0)
+            .count()
+    );
+    for v in std::iter::from_fn(|| stack.pop()) {
+        assert_eq!(seen_stack[v as usize].fetch_add(1, Ordering::Relaxed), 0);
+    }
+    for seen in [&seen_queue, &seen_stack] {
+        assert!(
+            seen.iter().all(|c| c.load(Ordering::Relaxed) == 1),
+            "a value lost"
+        );
+    }
+    assert_eq!(stack.len(), 0);
+}
