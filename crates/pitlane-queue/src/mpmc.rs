@@ -129,8 +129,9 @@
 //! costs resetting its state words, not an allocation with fresh pages to fault in and zero. A
 //! queue therefore holds its live segments, up to two spare ones, and the retired ones still in
 //! limbo or in their grace periods. Plain calls do not drive the epoch (only pins collect, every
-//! 128), so each retirement flushes its thread's deferred functions and advances the epoch a
-//! few steps itself.
+//! 128), so each retirement flushes its thread's deferred functions and advances the epoch
+//! itself: one step, or six for segments of 256 KiB or more, which then come back within
+//! about one retirement.
 //! Under `cfg(pitlane_loom)` retired segments are kept in limbo until the queue is dropped, and
 //! every call pins a stand-in, so that loom checks the cell protocol and the segment hand-off
 //! without the reclamation machinery, which loom cannot model (the era protocol is checked by
