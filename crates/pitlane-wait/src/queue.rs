@@ -36,8 +36,10 @@
 //! removed node. Only lock holders remove, so a queue found non-empty under the lock stays
 //! non-empty until the holder removes.
 //!
-//! **Drain** (lock held): swap the tail from the last node to a state, take the head, and
-//! close the chain into a circular list through a sentinel link on the drainer's stack. The
+//! **Drain** (lock held): read the head, then swap the tail from the last node to a state
+//! (after the swap, an enqueuer that finds the state writes `head` for the new queue, so the
+//! head is read first and then cleared by a compare-and-swap that leaves such a write alone),
+//! and close the chain into a circular list through a sentinel link on the drainer's stack. The
 //! nodes keep their `Queued` status, so an owner that drops its future meanwhile takes the
 //! lock and unlinks itself from that list with the same unlink (in a circular list every node
 //! has both neighbours, so the tail and head never come into it). The drainer removes nodes
@@ -940,12 +942,19 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
             "a wait queue's state is at most MAX_STATE"
         );
         debug_assert!(self.held);
+        if untag(self.queue.tail.load(Ordering::SeqCst)).is_some() {
+            return false;
+        }
+        // Read the first node before the swap: once the tail holds a state again, a new
+        // enqueuer writes `head` for the new queue.
+        let first = WaitQueue::<T, L, P>::wait_link(&self.queue.head);
         // Swap the whole chain out: the linearization point of the drain.
         let mut last = self.queue.tail.load(Ordering::SeqCst);
         loop {
-            if untag(last).is_some() {
-                return false;
-            }
+            debug_assert!(
+                untag(last).is_none(),
+                "a queue with waiters emptied under the lock"
+            );
             match self.queue.tail.compare_exchange_weak(
                 last,
                 tagged(new_state),
@@ -956,8 +965,13 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
                 Err(actual) => last = actual,
             }
         }
-        let first = WaitQueue::<T, L, P>::wait_link(&self.queue.head);
-        self.queue.head.store(ptr::null_mut(), Ordering::Relaxed);
+        // Clear `head`, unless the first enqueuer of the new queue already wrote it.
+        let _ = self.queue.head.compare_exchange(
+            first,
+            ptr::null_mut(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         // Close the chain into a circle through a sentinel that lives in this frame.
         let sentinel = Link::new();
         let sentinel_ptr = ptr::from_ref(&sentinel).cast_mut();

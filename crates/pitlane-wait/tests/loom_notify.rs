@@ -154,3 +154,34 @@ fn a_waiter_dropped_during_notify_waiters_leaves_safely() {
         assert!(!after.as_mut().enable());
     });
 }
+
+#[test]
+fn a_waiter_enqueued_during_notify_waiters_is_drained_or_stays_reachable() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut queued = Box::pin(notify.clone().notified_owned());
+        assert!(!queued.as_mut().enable());
+        let newcomer = {
+            let notify = notify.clone();
+            thread::spawn(move || {
+                let mut late = Box::pin(notify.clone().notified_owned());
+                let ready = late.as_mut().enable();
+                (late, ready)
+            })
+        };
+        notify.notify_waiters();
+        let (mut late, ready) = newcomer.join().unwrap();
+        assert!(
+            queued.as_mut().enable(),
+            "the queued waiter missed the broadcast"
+        );
+        if !ready && !late.as_mut().enable() {
+            // It enqueued after the drain: it must be in the new queue, reachable by
+            // notify_one (a lost head would leave it unreachable).
+            notify.notify_one();
+            assert!(late.as_mut().enable(), "the newcomer is not reachable");
+        }
+        let mut after = pin!(notify.notified());
+        assert!(!after.as_mut().enable());
+    });
+}
