@@ -1,22 +1,45 @@
 //! Blocking a thread on a future, for the `blocking_*` forms.
+//!
+//! The waker wakes the blocked thread by `Thread::unpark`. It points at a per-thread record
+//! that is made once and never freed (one small allocation per thread that ever blocks here),
+//! so it needs no reference count: a notifier may still hold a clone of it, and call it, after
+//! the blocked thread has moved on, and a late call only unparks the thread spuriously, which
+//! every park loop tolerates. (A reference-counted waker would also work, but its last drop
+//! synchronizes through a fence that ThreadSanitizer cannot see, so CI's sanitizer run would
+//! report it as a race.)
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::thread::{self, Thread};
 
-/// Wakes a thread parked in [`block_on`].
+/// What a waker made by [`thread_waker`] points at: the thread to unpark.
 struct Unparker(Thread);
 
-impl Wake for Unparker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
+static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop_waker);
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+fn clone(data: *const ()) -> RawWaker {
+    RawWaker::new(data, &VTABLE)
+}
+
+fn wake(data: *const ()) {
+    // SAFETY: `data` is a leaked, never freed `Unparker` (see `thread_waker`).
+    let unparker = unsafe { &*data.cast::<Unparker>() };
+    unparker.0.unpark();
+}
+
+fn drop_waker(_: *const ()) {}
+
+/// A waker that unparks the calling thread, valid for ever.
+fn thread_waker() -> Waker {
+    thread_local! {
+        static UNPARKER: &'static Unparker = Box::leak(Box::new(Unparker(thread::current())));
     }
+    let unparker: *const Unparker = UNPARKER.with(|u| *u);
+    // SAFETY: the vtable's functions uphold the `RawWaker` contract: `data` stays valid for
+    // ever (leaked), clones are the same pointer, dropping does nothing, and waking only
+    // unparks a thread, which is `Send + Sync`.
+    unsafe { Waker::from_raw(RawWaker::new(unparker.cast(), &VTABLE)) }
 }
 
 /// Polls `future` on this thread, parking it between polls, until it is ready.
@@ -33,7 +56,7 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
         let probe = tokio::sync::Mutex::const_new(());
         drop(probe.blocking_lock());
     }
-    let waker = Waker::from(Arc::new(Unparker(thread::current())));
+    let waker = thread_waker();
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
     loop {
