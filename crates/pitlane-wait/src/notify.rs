@@ -18,10 +18,10 @@
 //! - `notify_waiters` increments the counter; if waiters are queued it takes the lock and
 //!   drains the queue: every waiter queued before the drain's swap is notified, none after,
 //!   and a stored permit is left as it is. Wakers are woken in batches of 32 with the lock
-//!   released in between. Between its increment and its look at the queue, and between a
-//!   waiter's enqueue and its second read of the counter, stands a sequentially consistent
-//!   fence: of two such fences one comes first, so either the broadcast sees the waiter queued
-//!   or the waiter sees the broadcast's increment.
+//!   released in between. The increment and the look at the queue, like a waiter's enqueue
+//!   and its second read of the counter, are sequentially consistent operations: in their
+//!   single total order, either the broadcast sees the waiter queued or the waiter sees the
+//!   increment.
 //! - A waiter dropped after it was notified by `notify_one`/`notify_last` but before it
 //!   returned `Ready` passes the notification on (to the next waiter in the same order, or to
 //!   the permit).
@@ -39,7 +39,7 @@ use core::task::{Context, Poll, Waker};
 #[cfg(feature = "alloc")]
 use alloc::sync::Arc;
 
-use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering, fence};
+use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering};
 use pitlane_sync::shim::cell::UnsafeCell;
 
 use crate::queue::{Decision, Locked, Node, NodeStatus, Outcome, WaitQueue};
@@ -266,15 +266,28 @@ impl Notify {
     /// ```
     pub fn notify_waiters(&self) {
         self.broadcasts.fetch_add(1, Ordering::SeqCst);
-        // Pairs with the fence a waiter makes between its enqueue and its second read of the
-        // counter: either it sees our increment, or we see it queued.
-        fence(Ordering::SeqCst);
+        // Either a waiter's second read of the counter sees this increment, or this look at
+        // the queue sees the waiter queued (see `loom_fence`).
+        loom_fence();
         if self.queue.is_empty() {
             return;
         }
         let mut locked = self.queue.lock();
         locked.drain(NO_PERMIT, |waiter| waiter.notify(NOTIFIED_ALL));
     }
+}
+
+/// The store-then-load pairs of `notify_waiters` (increment the counter, then look at the
+/// tail) and of a waiter (swap itself into the tail, then read the counter) are all
+/// sequentially consistent operations, and in their single total order one of the two loads
+/// comes after the other side's store: either the waiter sees the increment or the broadcast
+/// sees the waiter. Loom treats sequentially consistent accesses as acquire/release only, so
+/// under loom an explicit sequentially consistent fence (which loom does model, and which the
+/// sequentially consistent accesses imply) stands between each store and its load.
+#[inline(always)]
+fn loom_fence() {
+    #[cfg(pitlane_loom)]
+    pitlane_sync::shim::atomic::fence(Ordering::SeqCst);
 }
 
 /// Under the lock: gives a notification to one waiter (first or last), or stores the permit.
@@ -376,8 +389,8 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     }
                     Outcome::Enqueued(_) => {
                         this.phase = Phase::Waiting;
-                        // Pairs with the fence in `notify_waiters` (see there).
-                        fence(Ordering::SeqCst);
+                        // Pairs with `notify_waiters` (see `loom_fence`).
+                        loom_fence();
                         if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
                             // A notify_waiters ran between our first read and our enqueue.
                             leave_after_broadcast(notify, node);

@@ -138,10 +138,10 @@ impl Suite for Wait {
     }
 
     fn run(&self, bench: &mut Bench) -> Result<(), BenchError> {
-        let run_for = bench.config().duration(240);
+        let run_for = bench.config().duration(800);
         bench.note(format!(
-            "Each run times iterations for {} ms per subject (after building a fresh runtime \
-             and spawning the waiting tasks, which is not timed). The multi-thread runtimes \
+            "Each run times iterations for {} ms per subject, after building a fresh runtime, \
+             spawning the waiting tasks and running iterations untimed for a quarter of that. The multi-thread runtimes \
              have {WORKERS} workers on this {}-core machine, as in tokio's benchmarks: they \
              oversubscribe it.",
             run_for.as_millis(),
@@ -240,11 +240,17 @@ fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot build a runtime: {e}"))
 }
 
-/// Times `iteration` over and over for `run_for`; returns nanoseconds per iteration.
+/// Runs `iteration` untimed for a quarter of `run_for` (the fresh runtime's workers start,
+/// the tasks reach their first wait), then times it over and over for `run_for`; returns
+/// nanoseconds per timed iteration.
 fn time_iterations(
     run_for: Duration,
     mut iteration: impl FnMut() -> Result<(), String>,
 ) -> Result<f64, String> {
+    let warm_up = Instant::now();
+    while warm_up.elapsed() < run_for / 4 {
+        iteration()?;
+    }
     let start = Instant::now();
     let mut done = 0_u64;
     loop {
