@@ -695,6 +695,12 @@ unsafe impl Sync for Acquire<'_> {}
 
 impl<'a> Acquire<'a> {
     fn new(sem: &'a Semaphore, n: usize) -> Self {
+        // Only reachable where `usize` is 32 bits (a `u32` count above `usize::MAX >> 3`).
+        assert!(
+            n <= Semaphore::MAX_PERMITS,
+            "a semaphore may not have more than MAX_PERMITS permits ({})",
+            Semaphore::MAX_PERMITS
+        );
         Acquire {
             sem,
             phase: Phase::Init,
