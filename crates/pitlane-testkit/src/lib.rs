@@ -7,6 +7,7 @@
 //!   data to its threads and back.
 //! - [`drops`]: values that count their drops.
 //! - [`pages`]: revocable pages for the revocation tests of the bags.
+//! - [`wakers`]: wakers that count their wake-ups and their live clones.
 //!
 //! The per-thread worker the tests drive a bag through is the library's own
 //! `pitlane_queue::BagHandle` (implemented by every handle and by `&bag`); the bench keeps a
@@ -20,3 +21,4 @@ pub mod pages;
 
 #[cfg(unix)]
 pub mod stress;
+pub mod wakers;

@@ -8,6 +8,7 @@
 //! |---|---|---|---|
 //! | [`queue`] | `queue` | `pitlane-queue` | the B-Queue SPSC, a fetch-and-add MPMC queue, a Treiber stack, the Bagpipe bag |
 //! | [`sync`] | `sync` | `pitlane-sync` | test-and-set spin locks, an ABA-safe tagged index, the loom shim |
+//! | [`wait`] | `wait` | `pitlane-wait` | the intrusive waiter queue, `Notify` and `Semaphore` as tokio's |
 //!
 //! ```
 //! use pitlane::queue::mpmc::Queue;
@@ -51,6 +52,19 @@ pub use pitlane_queue as queue;
 /// ```
 #[cfg(feature = "sync")]
 pub use pitlane_sync as sync;
+
+/// Waiting for async code: the intrusive waiter queue, and `Notify` and `Semaphore` with
+/// tokio's API (the `pitlane-wait` crate).
+///
+/// ```
+/// let semaphore = pitlane::wait::Semaphore::new(2);
+/// let permit = semaphore.try_acquire_many(2).unwrap();
+/// assert_eq!(semaphore.available_permits(), 0);
+/// drop(permit);
+/// assert_eq!(semaphore.available_permits(), 2);
+/// ```
+#[cfg(feature = "wait")]
+pub use pitlane_wait as wait;
 
 /// The README's examples, compiled and run as doctests so that they cannot rot.
 #[cfg(doctest)]

@@ -11,6 +11,7 @@ pub mod bag;
 pub mod lincheck;
 pub mod locks;
 pub mod spsc;
+pub mod wait;
 
 /// A workload a suite runs, for `pitlane bench --list`.
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +65,7 @@ pub fn all() -> Vec<Box<dyn Suite>> {
         Box::new(locks::Locks),
         Box::new(spsc::Spsc),
         Box::new(bag::Bag),
+        Box::new(wait::Wait),
         Box::new(lincheck::Lincheck),
     ]
 }

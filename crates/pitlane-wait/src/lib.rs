@@ -1,0 +1,92 @@
+//! Waiting, for async code: an intrusive waiter queue whose enqueue takes no lock, and the
+//! [`Notify`] and [`Semaphore`] built on it, which behave as tokio's do.
+//!
+//! - [`WaitQueue`] (module [`queue`]): waiters are nodes pinned inside the futures that wait;
+//!   enqueue is a compare-and-swap on the tail, every removal happens under a lock, and while
+//!   the queue is empty its tail word holds a state, so that "no waiter: store a permit" and
+//!   "take the permits, else enqueue" are single atomic steps. The algorithm is aiq's
+//!   (wyfo/aiq); the module doc gives the protocol and its linearization points. The lock and
+//!   the way a lock holder waits for a lagging link are parameters ([`lock`]).
+//! - [`Notify`] (module [`notify`]): tokio's `Notify` — `notify_one`, `notify_last`,
+//!   `notify_waiters`, `notified`, `notified_owned`, `Notified::enable` — with the same
+//!   semantics: at most one stored permit, `notify_waiters` seen by every `Notified` created
+//!   before it and storing no permit, FIFO and LIFO wake-ups, a dropped chosen waiter passing
+//!   its notification on, fused futures.
+//! - [`Semaphore`] (module [`semaphore`]): tokio's `Semaphore` — strictly fair (FIFO, a large
+//!   request at the head holds back smaller ones), `acquire`/`acquire_many`/`try_*`, the
+//!   `_owned` variants, the `blocking_*` forms, `close`, `add_permits`, `forget_permits`,
+//!   permits with `forget`, `merge`, `split`, `num_permits`.
+//!
+//! Moving from tokio is a change of path: `tokio::sync::{Notify, Semaphore,
+//! SemaphorePermit, OwnedSemaphorePermit, AcquireError, TryAcquireError}` become the same
+//! names here, and `tokio::sync::futures::{Notified, OwnedNotified}` become
+//! [`notify::Notified`] and [`notify::OwnedNotified`]. Signatures (`u32` for
+//! `acquire_many`/`try_acquire_many`, `usize` elsewhere, as in tokio), `Send`/`Sync`/`Unpin`
+//! of futures and permits, panics and their messages are the same. The crate does not depend
+//! on a runtime; tokio is only an optional feature (see below).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use pitlane_wait::{Notify, Semaphore};
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() {
+//! let pool = Arc::new(Semaphore::new(2)); // two connections
+//! let done = Arc::new(Notify::new());
+//! let mut tasks = Vec::new();
+//! for _ in 0..8 {
+//!     let pool = pool.clone();
+//!     tasks.push(tokio::spawn(async move {
+//!         let _connection = pool.acquire().await.unwrap();
+//!         assert!(pool.available_permits() <= 1);
+//!     }));
+//! }
+//! let waiter = {
+//!     let done = done.clone();
+//!     tokio::spawn(async move { done.notified().await })
+//! };
+//! for task in tasks {
+//!     task.await.unwrap();
+//! }
+//! done.notify_one();
+//! waiter.await.unwrap();
+//! assert_eq!(pool.available_permits(), 2);
+//! # }
+//! ```
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `std` | yes | `parking_lot`'s lock as the default lock, a parker that yields to the OS, the `blocking_*` forms; implies `alloc` |
+//! | `alloc` | via `std` | `Arc`-owned futures and permits (`notified_owned`, `acquire_owned`, `OwnedSemaphorePermit`) |
+//! | `tokio` | no | the `blocking_*` forms panic, as tokio's do, when called on a thread that drives a tokio runtime |
+//!
+//! Without `std` the crate is `no_std` (with `alloc` optional); its default lock is then
+//! pitlane-sync's test-and-test-and-set spin lock. Any `lock_api::RawMutex` can serve as the
+//! lock of a [`WaitQueue`].
+//!
+//! Under `RUSTFLAGS="--cfg pitlane_loom"` the crate takes its atomics from loom (through
+//! pitlane-sync's shim) so that the tests in `tests/loom_*.rs` model-check this very code; the
+//! `const` constructors are not available then.
+#![cfg_attr(not(any(feature = "std", pitlane_loom)), no_std)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+mod blocking;
+pub mod lock;
+pub mod notify;
+pub mod queue;
+pub mod semaphore;
+
+#[cfg(feature = "alloc")]
+pub use notify::OwnedNotified;
+pub use notify::{Notified, Notify};
+pub use queue::WaitQueue;
+#[cfg(feature = "alloc")]
+pub use semaphore::OwnedSemaphorePermit;
+pub use semaphore::{AcquireError, Semaphore, SemaphorePermit, TryAcquireError};

@@ -1,0 +1,602 @@
+//! [`Notify`]: wakes one task or all of them, with tokio's API and behaviour, on the
+//! [`WaitQueue`].
+//!
+//! # Protocol
+//!
+//! The queue's state, while nobody waits, is the permit: 0 (none) or 1 (stored). A separate
+//! counter counts `notify_waiters` calls.
+//!
+//! - A [`Notified`] records the counter when it is created. When first polled (or
+//!   [enabled](Notified::enable)) it returns at once if the counter moved; otherwise, in one
+//!   compare-and-swap on the tail, it takes a stored permit or enqueues itself. After
+//!   enqueueing it reads the counter again: a `notify_waiters` that ran between its first
+//!   read and its enqueue could not see it, so it leaves the queue and completes (forwarding
+//!   a `notify_one` it may have received meanwhile).
+//! - `notify_one` stores the permit by a compare-and-swap if the queue is empty (a second
+//!   permit is not stored); otherwise it takes the lock and dequeues the first waiter
+//!   (`notify_last`: the last one), marks it notified, and wakes it once the lock is released.
+//! - `notify_waiters` increments the counter; if waiters are queued it takes the lock and
+//!   drains the queue: every waiter queued before the drain's swap is notified, none after,
+//!   and a stored permit is left as it is. Wakers are woken in batches of 32 with the lock
+//!   released in between. The increment and the look at the queue, like a waiter's enqueue
+//!   and its second read of the counter, are sequentially consistent operations: in their
+//!   single total order, either the broadcast sees the waiter queued or the waiter sees the
+//!   increment.
+//! - A waiter dropped after it was notified by `notify_one`/`notify_last` but before it
+//!   returned `Ready` passes the notification on (to the next waiter in the same order, or to
+//!   the permit).
+//!
+//! Linearization points: `notify_one`'s compare-and-swap on the tail, or its unlink of the
+//! waiter; `notify_waiters`' increment; a waiter's take of the permit, or the unlink that
+//! notifies it.
+
+use core::fmt;
+use core::future::Future;
+use core::ops::Deref;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
+
+#[cfg(feature = "alloc")]
+use alloc::sync::Arc;
+
+use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering};
+use pitlane_sync::shim::cell::UnsafeCell;
+
+use crate::queue::{Decision, Locked, Node, NodeStatus, Outcome, WaitQueue};
+
+const NO_PERMIT: usize = 0;
+const PERMIT: usize = 1;
+
+/// How a waiter was notified.
+const NOTIFIED_NONE: u8 = 0;
+const NOTIFIED_FIFO: u8 = 1;
+const NOTIFIED_LIFO: u8 = 2;
+const NOTIFIED_ALL: u8 = 3;
+
+/// A waiting `Notified`'s part of the queue.
+pub(crate) struct Waiter {
+    /// Written by the owner before it enqueues, then only under the queue's lock; taken by
+    /// the notifier under the lock.
+    waker: UnsafeCell<Option<Waker>>,
+    /// One of `NOTIFIED_*`, written by the notifier before it marks the node dequeued.
+    notification: AtomicU8,
+}
+
+// SAFETY: `waker` is accessed by the owner only while its node is unqueued (before the
+// enqueue's swap publishes it, or after it reads `Dequeued`) and otherwise only under the
+// queue's lock; `notification` is atomic.
+unsafe impl Sync for Waiter {}
+
+impl Waiter {
+    fn new() -> Self {
+        Waiter {
+            waker: UnsafeCell::new(None),
+            notification: AtomicU8::new(NOTIFIED_NONE),
+        }
+    }
+
+    /// Under the lock: records how the waiter was notified and takes its waker.
+    fn notify(&self, how: u8) -> Option<Waker> {
+        self.notification.store(how, Ordering::Relaxed);
+        // SAFETY: called by a lock holder on a queued node (see `Sync` above).
+        self.waker.with_mut(|waker| unsafe { (*waker).take() })
+    }
+}
+
+/// Notifies a single task, or all waiting tasks, to wake up: tokio's `Notify`, on a queue
+/// whose enqueue takes no lock.
+///
+/// A `Notify` holds at most one permit. [`notify_one`](Notify::notify_one) gives it to the
+/// task waiting longest (or stores it, when none waits), [`notify_last`](Notify::notify_last)
+/// to the task waiting least long, and [`notify_waiters`](Notify::notify_waiters) wakes every
+/// task waiting at that moment — including every [`Notified`] created before the call, even if
+/// not yet polled — and stores no permit.
+///
+/// ```
+/// use std::sync::Arc;
+/// use pitlane_wait::Notify;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let notify = Arc::new(Notify::new());
+/// let notify2 = notify.clone();
+/// let handle = tokio::spawn(async move {
+///     notify2.notified().await;
+///     "woken"
+/// });
+/// notify.notify_one();
+/// assert_eq!(handle.await.unwrap(), "woken");
+/// # }
+/// ```
+pub struct Notify {
+    /// The waiters; the state while empty is the permit.
+    queue: WaitQueue<Waiter>,
+    /// How many times `notify_waiters` was called (wrapping).
+    broadcasts: AtomicUsize,
+}
+
+impl Notify {
+    /// A `Notify` with no permit and no waiter.
+    ///
+    /// ```
+    /// let notify = pitlane_wait::Notify::new();
+    /// notify.notify_one(); // stores the permit
+    /// ```
+    pub fn new() -> Notify {
+        Notify {
+            queue: WaitQueue::new(NO_PERMIT),
+            broadcasts: AtomicUsize::new(0),
+        }
+    }
+
+    /// A `Notify` for a `static`: the same as [`new`](Notify::new), in a `const` context.
+    ///
+    /// ```
+    /// use pitlane_wait::Notify;
+    ///
+    /// static SHUTDOWN: Notify = Notify::const_new();
+    /// SHUTDOWN.notify_waiters();
+    /// ```
+    #[cfg(not(pitlane_loom))]
+    pub const fn const_new() -> Notify {
+        Notify {
+            queue: WaitQueue::new(NO_PERMIT),
+            broadcasts: AtomicUsize::new(0),
+        }
+    }
+
+    /// A future that completes when this `Notify` is notified.
+    ///
+    /// It sees every [`notify_waiters`](Notify::notify_waiters) from its creation on, and a
+    /// [`notify_one`](Notify::notify_one) once it has been polled or
+    /// [enabled](Notified::enable) (or a permit stored before that). It is fused: once it
+    /// returned `Ready`, it always does.
+    ///
+    /// # Cancel safety
+    /// Dropping a `Notified` that was chosen by `notify_one` or `notify_last` but had not yet
+    /// returned `Ready` passes the notification on to another waiter (or to the permit).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let notify = pitlane_wait::Notify::new();
+    /// notify.notify_one();
+    /// notify.notified().await; // takes the stored permit
+    /// # }
+    /// ```
+    pub fn notified(&self) -> Notified<'_> {
+        Notified {
+            wait: Wait::new(self),
+        }
+    }
+
+    /// [`notified`](Notify::notified) for a `Notify` in an `Arc`: the future owns a reference,
+    /// so it is `'static`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let notify = Arc::new(pitlane_wait::Notify::new());
+    /// let notified = notify.clone().notified_owned();
+    /// notify.notify_one();
+    /// notified.await;
+    /// # }
+    /// ```
+    #[cfg(feature = "alloc")]
+    pub fn notified_owned(self: Arc<Self>) -> OwnedNotified {
+        OwnedNotified {
+            wait: Wait::new(self),
+        }
+    }
+
+    /// Wakes the task that has waited longest, or stores a permit for the next
+    /// [`notified`](Notify::notified) to take if no task waits (at most one permit is stored).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let notify = pitlane_wait::Notify::new();
+    /// notify.notify_one();
+    /// notify.notify_one(); // still one permit
+    /// notify.notified().await;
+    /// let mut second = std::pin::pin!(notify.notified());
+    /// assert!(!second.as_mut().enable());
+    /// # }
+    /// ```
+    #[inline]
+    pub fn notify_one(&self) {
+        self.notify(NOTIFIED_FIFO);
+    }
+
+    /// Wakes the task that has waited least long, or stores a permit if no task waits.
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// let notify = pitlane_wait::Notify::new();
+    /// let mut first = pin!(notify.notified());
+    /// let mut second = pin!(notify.notified());
+    /// first.as_mut().enable();
+    /// second.as_mut().enable();
+    /// notify.notify_last();
+    /// assert!(second.as_mut().enable()); // the last one in was woken
+    /// assert!(!first.as_mut().enable());
+    /// ```
+    #[inline]
+    pub fn notify_last(&self) {
+        self.notify(NOTIFIED_LIFO);
+    }
+
+    #[inline]
+    fn notify(&self, how: u8) {
+        // No waiter: store the permit (or find it stored already).
+        match self
+            .queue
+            .fetch_update_state(|permit| (permit == NO_PERMIT).then_some(PERMIT))
+        {
+            Ok(_) | Err(Some(_)) => {}
+            Err(None) => self.notify_waiter(how),
+        }
+    }
+
+    #[inline(never)]
+    fn notify_waiter(&self, how: u8) {
+        let mut locked = self.queue.lock();
+        notify_locked(&mut locked, how);
+        // The guard releases the lock, then wakes the waiter.
+    }
+
+    /// Wakes every task waiting now, and every [`Notified`] created before this call that has
+    /// not completed yet (even if it was never polled). Stores no permit, and leaves a stored
+    /// permit where it is.
+    ///
+    /// The set of waiters woken is fixed atomically at the call: a task that starts waiting
+    /// while the wake-ups are under way is not woken by this call. If a waker panics, the
+    /// remaining waiters are still marked notified before the panic continues.
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// let notify = pitlane_wait::Notify::new();
+    /// let mut a = pin!(notify.notified());
+    /// let mut b = pin!(notify.notified()); // created, not yet polled
+    /// a.as_mut().enable();
+    /// notify.notify_waiters();
+    /// assert!(a.as_mut().enable());
+    /// assert!(b.as_mut().enable());
+    /// ```
+    pub fn notify_waiters(&self) {
+        self.broadcasts.fetch_add(1, Ordering::SeqCst);
+        // Either a waiter's second read of the counter sees this increment, or this look at
+        // the queue sees the waiter queued (see `loom_fence`).
+        loom_fence();
+        if self.queue.is_empty() {
+            return;
+        }
+        let mut locked = self.queue.lock();
+        locked.drain(NO_PERMIT, |waiter| waiter.notify(NOTIFIED_ALL));
+    }
+}
+
+/// The store-then-load pairs of `notify_waiters` (increment the counter, then look at the
+/// tail) and of a waiter (swap itself into the tail, then read the counter) are all
+/// sequentially consistent operations, and in their single total order one of the two loads
+/// comes after the other side's store: either the waiter sees the increment or the broadcast
+/// sees the waiter. Loom treats sequentially consistent accesses as acquire/release only, so
+/// under loom an explicit sequentially consistent fence (which loom does model, and which the
+/// sequentially consistent accesses imply) stands between each store and its load.
+#[inline(always)]
+fn loom_fence() {
+    #[cfg(pitlane_loom)]
+    pitlane_sync::shim::atomic::fence(Ordering::SeqCst);
+}
+
+/// Under the lock: gives a notification to one waiter (first or last), or stores the permit.
+fn notify_locked(locked: &mut Locked<'_, Waiter>, how: u8) {
+    loop {
+        if locked.fetch_update_state(|_| Some(PERMIT)).is_ok() {
+            return;
+        }
+        let notified = if how == NOTIFIED_LIFO {
+            locked.pop(|waiter| waiter.notify(how))
+        } else {
+            locked.dequeue(NO_PERMIT, |waiter| waiter.notify(how))
+        };
+        if notified.is_some() {
+            return;
+        }
+    }
+}
+
+impl Default for Notify {
+    fn default() -> Notify {
+        Notify::new()
+    }
+}
+
+impl fmt::Debug for Notify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.queue.state();
+        f.debug_struct("Notify")
+            .field("permit", &(state == Some(PERMIT)))
+            .field("waiters", &state.is_none())
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Created, neither polled nor enabled.
+    Init,
+    /// Queued (or dequeued by a notifier, not yet seen).
+    Waiting,
+    /// Returned (or will return) `Ready`.
+    Done,
+}
+
+/// The future behind [`Notified`] and [`OwnedNotified`].
+struct Wait<N: Deref<Target = Notify>> {
+    notify: N,
+    phase: Phase,
+    /// `notify.broadcasts` when the future was created.
+    broadcasts: usize,
+    node: Node<Waiter>,
+}
+
+impl<N: Deref<Target = Notify>> Wait<N> {
+    fn new(notify: N) -> Self {
+        let broadcasts = notify.broadcasts.load(Ordering::SeqCst);
+        Wait {
+            notify,
+            phase: Phase::Init,
+            broadcasts,
+            node: Node::new(Waiter::new()),
+        }
+    }
+
+    fn poll_wait(self: Pin<&mut Self>, waker: Option<&Waker>) -> Poll<()> {
+        // SAFETY: `node` is the only structurally pinned field and is never moved out.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: `this` is pinned, so is its `node`.
+        let node = unsafe { Pin::new_unchecked(&this.node) };
+        let notify = &*this.notify;
+        match this.phase {
+            Phase::Init => {
+                // A notify_waiters since creation completes us without taking the permit.
+                if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
+                    this.phase = Phase::Done;
+                    return Poll::Ready(());
+                }
+                let take_or_enqueue = |state: Option<usize>| match state {
+                    Some(PERMIT) => Decision::Update(NO_PERMIT),
+                    _ => {
+                        if let Some(waker) = waker {
+                            // SAFETY: the node is not queued yet: nobody else reads the cell.
+                            node.data().waker.with_mut(|cell| unsafe {
+                                if (*cell).is_none() {
+                                    *cell = Some(waker.clone());
+                                }
+                            });
+                        }
+                        Decision::Enqueue
+                    }
+                };
+                // SAFETY: the node is unqueued (phase Init); it is only enqueued here, and
+                // `Drop` removes it (or sees it dequeued) before it goes.
+                match unsafe { notify.queue.enqueue_or_update(node, take_or_enqueue) } {
+                    Outcome::Updated(_) => {
+                        this.phase = Phase::Done;
+                        Poll::Ready(())
+                    }
+                    Outcome::Enqueued(_) => {
+                        this.phase = Phase::Waiting;
+                        // Pairs with `notify_waiters` (see `loom_fence`).
+                        loom_fence();
+                        if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
+                            // A notify_waiters ran between our first read and our enqueue.
+                            leave_after_broadcast(notify, node);
+                            this.phase = Phase::Done;
+                            return Poll::Ready(());
+                        }
+                        Poll::Pending
+                    }
+                    Outcome::Aborted(_) => unreachable!("the decision never aborts"),
+                }
+            }
+            Phase::Waiting => {
+                if node.status() == NodeStatus::Dequeued {
+                    this.phase = Phase::Done;
+                    return Poll::Ready(());
+                }
+                let Some(waker) = waker else {
+                    return Poll::Pending;
+                };
+                let locked = notify.queue.lock();
+                if node.status() != NodeStatus::Queued {
+                    drop(locked);
+                    this.phase = Phase::Done;
+                    return Poll::Ready(());
+                }
+                // SAFETY: the node is queued and we hold the lock.
+                let old = node.data().waker.with_mut(|cell| unsafe {
+                    match &*cell {
+                        Some(current) if current.will_wake(waker) => None,
+                        _ => (*cell).replace(waker.clone()),
+                    }
+                });
+                drop(locked);
+                drop(old);
+                Poll::Pending
+            }
+            Phase::Done => Poll::Ready(()),
+        }
+    }
+
+    fn enable(self: Pin<&mut Self>) -> bool {
+        self.poll_wait(None).is_ready()
+    }
+}
+
+/// A waiter enqueued after a broadcast it should have seen leaves the queue; a notification
+/// it got meanwhile from `notify_one`/`notify_last` goes on to another waiter.
+#[cold]
+fn leave_after_broadcast(notify: &Notify, node: Pin<&Node<Waiter>>) {
+    let mut locked = notify.queue.lock();
+    // SAFETY: the node was enqueued on this queue only.
+    if unsafe { locked.remove(node) } {
+        return;
+    }
+    let how = node.data().notification.load(Ordering::Relaxed);
+    if how == NOTIFIED_FIFO || how == NOTIFIED_LIFO {
+        notify_locked(&mut locked, how);
+    }
+}
+
+impl<N: Deref<Target = Notify>> Drop for Wait<N> {
+    fn drop(&mut self) {
+        if self.phase != Phase::Waiting {
+            return;
+        }
+        // SAFETY: `drop` runs on the pinned value in place; the node is not moved.
+        let node = unsafe { Pin::new_unchecked(&self.node) };
+        let notify = &*self.notify;
+        let how = if node.status() == NodeStatus::Dequeued {
+            node.data().notification.load(Ordering::Relaxed)
+        } else {
+            let mut locked = notify.queue.lock();
+            // SAFETY: the node was enqueued on this queue only.
+            if unsafe { locked.remove(node) } {
+                return;
+            }
+            node.data().notification.load(Ordering::Relaxed)
+        };
+        if how == NOTIFIED_FIFO || how == NOTIFIED_LIFO {
+            // We were chosen but never returned Ready: pass it on.
+            let mut locked = notify.queue.lock();
+            notify_locked(&mut locked, how);
+        }
+    }
+}
+
+/// The future [`Notify::notified`] returns (tokio's `tokio::sync::futures::Notified`).
+///
+/// `Send` and `Sync`, not `Unpin` (it holds its queue node): pin it to poll it or
+/// [`enable`](Notified::enable) it.
+///
+/// ```
+/// use std::pin::pin;
+/// let notify = pitlane_wait::Notify::new();
+/// let mut notified = pin!(notify.notified());
+/// assert!(!notified.as_mut().enable()); // queued now: a notify_one will pick it
+/// notify.notify_one();
+/// assert!(notified.as_mut().enable());
+/// ```
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Notified<'a> {
+    wait: Wait<&'a Notify>,
+}
+
+// SAFETY: the node's cells are only accessed under the queue's lock or by the owner while the
+// node is not shared (see `Waiter`); `&Notify` is `Send + Sync`.
+unsafe impl Send for Notified<'_> {}
+// SAFETY: as above; `&Notified` gives no access to the node.
+unsafe impl Sync for Notified<'_> {}
+
+impl Notified<'_> {
+    /// Registers this future as a waiter without polling it, so that it can receive a
+    /// [`notify_one`](Notify::notify_one) from now on (a `notify_waiters` it sees from its
+    /// creation anyway). Returns `true` if it is already notified (it will be `Ready` when
+    /// polled), taking a stored permit if there was one.
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// let notify = pitlane_wait::Notify::new();
+    /// let mut notified = pin!(notify.notified());
+    /// notified.as_mut().enable();
+    /// notify.notify_one(); // goes to the enabled waiter, not to a permit
+    /// assert!(notified.as_mut().enable());
+    /// ```
+    pub fn enable(self: Pin<&mut Self>) -> bool {
+        // SAFETY: projection to the pinned field `wait`.
+        unsafe { self.map_unchecked_mut(|n| &mut n.wait) }.enable()
+    }
+}
+
+impl Future for Notified<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: projection to the pinned field `wait`.
+        unsafe { self.map_unchecked_mut(|n| &mut n.wait) }.poll_wait(Some(cx.waker()))
+    }
+}
+
+impl fmt::Debug for Notified<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Notified")
+            .field("notify", &self.wait.notify)
+            .field("phase", &self.wait.phase)
+            .finish()
+    }
+}
+
+/// The future [`Notify::notified_owned`] returns (tokio's
+/// `tokio::sync::futures::OwnedNotified`): a [`Notified`] that owns its `Arc<Notify>`.
+///
+/// ```
+/// use std::pin::pin;
+/// use std::sync::Arc;
+/// let notify = Arc::new(pitlane_wait::Notify::new());
+/// let mut notified = pin!(notify.clone().notified_owned());
+/// notify.notify_waiters();
+/// assert!(notified.as_mut().enable());
+/// ```
+#[cfg(feature = "alloc")]
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct OwnedNotified {
+    wait: Wait<Arc<Notify>>,
+}
+
+#[cfg(feature = "alloc")]
+// SAFETY: as for `Notified`; `Arc<Notify>` is `Send + Sync`.
+unsafe impl Send for OwnedNotified {}
+#[cfg(feature = "alloc")]
+// SAFETY: as for `Notified`.
+unsafe impl Sync for OwnedNotified {}
+
+#[cfg(feature = "alloc")]
+impl OwnedNotified {
+    /// [`Notified::enable`] for the owned future.
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use std::sync::Arc;
+    /// let notify = Arc::new(pitlane_wait::Notify::new());
+    /// notify.notify_one();
+    /// let mut notified = pin!(notify.notified_owned());
+    /// assert!(notified.as_mut().enable()); // took the permit
+    /// ```
+    pub fn enable(self: Pin<&mut Self>) -> bool {
+        // SAFETY: projection to the pinned field `wait`.
+        unsafe { self.map_unchecked_mut(|n| &mut n.wait) }.enable()
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Future for OwnedNotified {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: projection to the pinned field `wait`.
+        unsafe { self.map_unchecked_mut(|n| &mut n.wait) }.poll_wait(Some(cx.waker()))
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl fmt::Debug for OwnedNotified {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedNotified")
+            .field("notify", &*self.wait.notify)
+            .field("phase", &self.wait.phase)
+            .finish()
+    }
+}

@@ -1,0 +1,1058 @@
+//! The intrusive waiter queue: lockless enqueue, removals under a lock, a state word in the
+//! tail while empty, and a drain that survives releasing the lock.
+//!
+//! The algorithm is aiq's (wyfo/aiq, the seed `aiq-intrusive-async-queue.txt`); the atomic
+//! drain through a private circular list is the idea of tokio-rs/tokio#5458.
+//!
+//! # Protocol
+//!
+//! A waiter is a [`Node`] pinned inside the future that waits. The queue has two words:
+//!
+//! - `tail`: either the address of the last node, or — while the queue is empty — a *state*
+//!   (a `usize` up to [`MAX_STATE`]) stored shifted left by one with bit 0 set. Nodes are at
+//!   least 2-aligned, so bit 0 tells the two apart. The state is what the primitive built on
+//!   the queue keeps when nobody waits: the permit of a `Notify`, the free permits and the
+//!   closed flag of a `Semaphore`.
+//! - `head`: the first node (or null), written by the enqueuer that found the queue empty and
+//!   otherwise only under the lock.
+//!
+//! Each node holds `prev` and `next` links and a status (`Unqueued`, `Queued`, `Dequeued`).
+//!
+//! **Enqueue** (no lock): write the node's fields and `prev` (the old tail, or null when the
+//! tail held a state), then compare-and-swap the tail from what was read to the node; then
+//! link the predecessor: `old_tail.next = node`, or `head = node` when the queue was empty.
+//! The decision to enqueue is taken against the very tail word the swap replaces, so "take
+//! the state's permits, else enqueue" is one atomic step ([`WaitQueue::enqueue_or_update`]).
+//!
+//! **Removal** (lock held): dequeue at the head (FIFO), pop at the tail (LIFO), or a node's
+//! own removal when its future is dropped. To unlink `x` with predecessor `p`: if `x.next` is
+//! null, `x` may be the tail: compare-and-swap the tail from `x` to `p` (or, when `p` is null,
+//! to the state the empty queue takes), then clear `p.next` (or `head`) by a compare-and-swap
+//! that fails harmlessly if a new enqueuer linked itself meanwhile. If that swap fails, an
+//! enqueuer has appended behind `x` and will write `x.next`: the remover waits for it through
+//! the [`Parker`] and then relinks `p` and `x.next` around `x`. A node is only removed after
+//! its incoming link is visible (reached from the head, or popped after waiting for its
+//! link, or removed by its own owner whose enqueue returned), so no enqueuer writes into a
+//! removed node. Only lock holders remove, so a queue found non-empty under the lock stays
+//! non-empty until the holder removes.
+//!
+//! **Drain** (lock held): read the head, then swap the tail from the last node to a state
+//! (after the swap, an enqueuer that finds the state writes `head` for the new queue, so the
+//! head is read first and then cleared by a compare-and-swap that leaves such a write alone),
+//! and close the chain into a circular list through a sentinel link on the drainer's stack. The
+//! nodes keep their `Queued` status, so an owner that drops its future meanwhile takes the
+//! lock and unlinks itself from that list with the same unlink (in a circular list every node
+//! has both neighbours, so the tail and head never come into it). The drainer removes nodes
+//! one by one, and may release the lock between batches of wake-ups; on a panic in a waker,
+//! it takes the lock back and finishes marking the remaining nodes before its sentinel goes.
+//!
+//! # Linearization points
+//!
+//! - enqueue and state updates: the successful compare-and-swap on `tail`;
+//! - dequeue, pop, self-removal: the unlink under the lock (for a node that was the tail, the
+//!   compare-and-swap that moves `tail` off it); the owner learns of it by reading `Dequeued`
+//!   (acquire), which the remover stores (release) after its last access to the node;
+//! - drain: the swap that moves `tail` to the state: every node enqueued before it is drained,
+//!   every one after it is in the new queue.
+//!
+//! # Differences
+//!
+//! From aiq: the node status is its own byte rather than packed into `prev`; a lagging link
+//! is waited out by a [`Parker`] that spins and then yields (aiq parks the remover and has the
+//! enqueuer wake it, which costs the enqueuer a swap instead of a store); the state of an
+//! emptied queue is given by the remover (aiq: a state type); the drain list is made circular
+//! at once, not when the lock is first released; wakers are batched by the queue's guard.
+//!
+//! From tokio's `util::linked_list`: that list is a plain doubly-linked list behind the
+//! primitive's mutex, so every enqueue takes the mutex; here enqueue is a compare-and-swap and
+//! only removals lock, and the primitive's state lives in the same word as the tail, where
+//! tokio keeps a separate state word that it must read under the mutex to enqueue.
+
+use core::fmt;
+use core::marker::{PhantomData, PhantomPinned};
+use core::mem::MaybeUninit;
+use core::pin::Pin;
+use core::ptr;
+use core::task::Waker;
+
+use pitlane_sync::shim::atomic::{AtomicPtr, AtomicU8, Ordering};
+
+use crate::lock::{DefaultLock, DefaultParker, Lock, Parker};
+
+/// The largest state a [`WaitQueue`] keeps in its tail word.
+pub const MAX_STATE: usize = usize::MAX >> 1;
+
+/// How many wakers a [`Locked`] guard collects before it releases the lock to wake them.
+pub const WAKE_BATCH: usize = 32;
+
+const UNQUEUED: u8 = 0;
+const QUEUED: u8 = 1;
+const DEQUEUED: u8 = 2;
+
+/// The links of a node; the first field of [`Node`], so a link's address is its node's.
+#[repr(C)]
+struct Link {
+    /// The previous node (or the drain sentinel); null for the first node of the queue.
+    /// Written by the enqueuer before its swap, then only under the lock.
+    prev: AtomicPtr<Link>,
+    /// The next node (or the drain sentinel); null while none is linked. Written by the
+    /// successor's enqueuer after its swap, or under the lock.
+    next: AtomicPtr<Link>,
+}
+
+impl Link {
+    fn new() -> Self {
+        Link {
+            prev: AtomicPtr::new(ptr::null_mut()),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
+/// Where a node stands, as its owner sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeStatus {
+    /// Not in any queue: never enqueued, or removed by its owner.
+    Unqueued,
+    /// In a queue (or in a drain of it): only a lock holder may remove it.
+    Queued,
+    /// Removed by another thread (dequeued, popped or drained); that thread no longer touches
+    /// it.
+    Dequeued,
+}
+
+/// A waiter: user data and the links into a [`WaitQueue`], pinned by the future that owns it.
+///
+/// ```
+/// use pitlane_wait::queue::{Node, NodeStatus};
+///
+/// let node = Node::new(7_u32);
+/// assert_eq!(*node.data(), 7);
+/// assert_eq!(node.status(), NodeStatus::Unqueued);
+/// ```
+#[repr(C)]
+pub struct Node<T> {
+    link: Link,
+    /// `UNQUEUED`, `QUEUED` or `DEQUEUED`; `DEQUEUED` is stored (release) by a remover after
+    /// its last access to the node.
+    status: AtomicU8,
+    data: T,
+    _pinned: PhantomPinned,
+}
+
+impl<T> Node<T> {
+    /// A node carrying `data`, in no queue.
+    ///
+    /// ```
+    /// let node = pitlane_wait::queue::Node::new("waiter");
+    /// assert_eq!(*node.data(), "waiter");
+    /// ```
+    pub fn new(data: T) -> Self {
+        Node {
+            link: Link::new(),
+            status: AtomicU8::new(UNQUEUED),
+            data,
+            _pinned: PhantomPinned,
+        }
+    }
+
+    /// The data the node carries.
+    ///
+    /// ```
+    /// let node = pitlane_wait::queue::Node::new(1_u8);
+    /// assert_eq!(*node.data(), 1);
+    /// ```
+    pub fn data(&self) -> &T {
+        &self.data
+    }
+
+    /// Where the node stands (read with acquire ordering: after `Dequeued`, every write the
+    /// remover made to the node's data is visible).
+    ///
+    /// ```
+    /// use pitlane_wait::queue::{Node, NodeStatus};
+    ///
+    /// assert_eq!(Node::new(()).status(), NodeStatus::Unqueued);
+    /// ```
+    pub fn status(&self) -> NodeStatus {
+        match self.status.load(Ordering::Acquire) {
+            UNQUEUED => NodeStatus::Unqueued,
+            QUEUED => NodeStatus::Queued,
+            _ => NodeStatus::Dequeued,
+        }
+    }
+
+    /// Marks a `Dequeued` node `Unqueued` again, so that it may be enqueued anew.
+    ///
+    /// ```
+    /// use pitlane_wait::queue::{Node, NodeStatus};
+    ///
+    /// let node = Node::new(());
+    /// node.reset();
+    /// assert_eq!(node.status(), NodeStatus::Unqueued);
+    /// ```
+    pub fn reset(&self) {
+        debug_assert_ne!(self.status.load(Ordering::Relaxed), QUEUED);
+        self.status.store(UNQUEUED, Ordering::Relaxed);
+    }
+
+    fn link_ptr(self: Pin<&Self>) -> *mut Link {
+        ptr::from_ref(self.get_ref()).cast_mut().cast::<Link>()
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Node<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("status", &self.status())
+            .field("data", &self.data)
+            .finish()
+    }
+}
+
+/// What [`WaitQueue::enqueue_or_update`]'s decision function wants done with the tail word it
+/// was shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Enqueue the node (when the queue was empty, its state is replaced by the node).
+    Enqueue,
+    /// Replace the empty queue's state by this one (only when shown `Some(state)`).
+    Update(usize),
+    /// Leave the queue alone.
+    Abort,
+}
+
+/// What [`WaitQueue::enqueue_or_update`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The node is queued; the value is the state the queue held if it was empty.
+    Enqueued(Option<usize>),
+    /// The empty queue's state was replaced; the value is the state before.
+    Updated(usize),
+    /// Nothing changed; the value is the state if the queue was empty.
+    Aborted(Option<usize>),
+}
+
+#[inline]
+fn tagged(state: usize) -> *mut Link {
+    debug_assert!(state <= MAX_STATE);
+    ptr::without_provenance_mut(state << 1 | 1)
+}
+
+#[inline]
+fn untag(word: *mut Link) -> Option<usize> {
+    if word.addr() & 1 == 1 {
+        Some(word.addr() >> 1)
+    } else {
+        None
+    }
+}
+
+/// An enqueuer's write of the link into its node (the predecessor's `next`, or `head`).
+///
+/// Under loom, a swap: loom's model let a lock holder that spins on the link with
+/// read-modify-writes keep reading the value from before a plain store, forever (seen in the
+/// cancellation model of `tests/loom_semaphore.rs`); a processor makes the store visible.
+#[inline]
+fn publish_link(slot: &AtomicPtr<Link>, link: *mut Link) {
+    #[cfg(not(pitlane_loom))]
+    slot.store(link, Ordering::Release);
+    #[cfg(pitlane_loom)]
+    slot.swap(link, Ordering::AcqRel);
+}
+
+/// Reads a link that a lock holder waits for.
+///
+/// Under loom, through a compare-and-swap, which always reads the latest value: loom lets a
+/// plain load in a spin loop return the same stale value forever, which no processor does.
+#[inline]
+fn read_link(slot: &AtomicPtr<Link>) -> *mut Link {
+    #[cfg(not(pitlane_loom))]
+    {
+        slot.load(Ordering::Acquire)
+    }
+    #[cfg(pitlane_loom)]
+    {
+        // A compare-and-swap that always fails (no link is at the dangling address) reads
+        // the latest value and writes nothing.
+        let never = ptr::dangling_mut::<Link>();
+        match slot.compare_exchange(never, never, Ordering::Acquire, Ordering::Acquire) {
+            Ok(link) | Err(link) => link,
+        }
+    }
+}
+
+/// An intrusive FIFO of waiters with lockless enqueue and locked removal, which keeps a state
+/// word in its tail while empty (see the [module doc](self) for the protocol).
+///
+/// `L` is the removal lock and `P` how a lock holder waits for a lagging link
+/// ([`lock`](crate::lock)).
+///
+/// ```
+/// use std::pin::pin;
+/// use pitlane_wait::queue::{Decision, Node, NodeStatus, Outcome, WaitQueue};
+///
+/// let queue: WaitQueue<u32> = WaitQueue::new(0);
+/// let node = pin!(Node::new(42));
+/// // SAFETY: the node is removed from the queue (dequeued below) before it is dropped.
+/// let outcome = unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+/// assert_eq!(outcome, Outcome::Enqueued(Some(0)));
+/// assert_eq!(queue.state(), None); // a waiter: no state
+///
+/// let mut locked = queue.lock();
+/// assert_eq!(locked.dequeue(5, |value| { assert_eq!(*value, 42); None }), Some(true));
+/// drop(locked);
+/// assert_eq!(node.status(), NodeStatus::Dequeued);
+/// assert_eq!(queue.state(), Some(5)); // emptied, with the state the remover gave
+/// ```
+pub struct WaitQueue<T, L = DefaultLock, P = DefaultParker> {
+    /// The last node, or the state (tagged with bit 0) while empty.
+    tail: AtomicPtr<Link>,
+    /// The first node; null while empty or before the first enqueuer links itself.
+    head: AtomicPtr<Link>,
+    /// Held for every removal.
+    lock: L,
+    _nodes: PhantomData<*const Node<T>>,
+    _parker: PhantomData<fn() -> P>,
+}
+
+// SAFETY: the queue owns no `T`; lock holders on any thread read the data of queued nodes
+// through shared references, which `T: Sync` allows. The lock is shared as `&L`.
+unsafe impl<T: Sync, L: Send + Sync, P> Send for WaitQueue<T, L, P> {}
+// SAFETY: as above.
+unsafe impl<T: Sync, L: Sync, P> Sync for WaitQueue<T, L, P> {}
+
+impl<T> WaitQueue<T> {
+    /// An empty queue holding `state` (at most [`MAX_STATE`]), with the default lock and
+    /// parker.
+    ///
+    /// # Panics
+    /// If `state > MAX_STATE`.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(3);
+    /// assert_eq!(queue.state(), Some(3));
+    /// ```
+    #[cfg(not(pitlane_loom))]
+    pub const fn new(state: usize) -> Self {
+        Self::with_lock(state, crate::lock::default_lock())
+    }
+
+    /// An empty queue holding `state` (loom build: not `const`).
+    #[cfg(pitlane_loom)]
+    pub fn new(state: usize) -> Self {
+        Self::with_lock(state, crate::lock::default_lock())
+    }
+}
+
+impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
+    /// An empty queue holding `state`, removing under `lock`.
+    ///
+    /// # Panics
+    /// If `state > MAX_STATE`.
+    ///
+    /// ```
+    /// use pitlane_sync::spin::RawTtas;
+    /// use pitlane_wait::lock::Spin;
+    /// use pitlane_wait::WaitQueue;
+    ///
+    /// let queue: WaitQueue<(), RawTtas, Spin> = WaitQueue::with_lock(1, RawTtas::new());
+    /// assert_eq!(queue.state(), Some(1));
+    /// ```
+    #[cfg(not(pitlane_loom))]
+    pub const fn with_lock(state: usize, lock: L) -> Self {
+        assert!(
+            state <= MAX_STATE,
+            "a wait queue's state is at most MAX_STATE"
+        );
+        WaitQueue {
+            tail: AtomicPtr::new(ptr::without_provenance_mut(state << 1 | 1)),
+            head: AtomicPtr::new(ptr::null_mut()),
+            lock,
+            _nodes: PhantomData,
+            _parker: PhantomData,
+        }
+    }
+
+    /// An empty queue holding `state`, removing under `lock` (loom build: not `const`).
+    #[cfg(pitlane_loom)]
+    pub fn with_lock(state: usize, lock: L) -> Self {
+        assert!(
+            state <= MAX_STATE,
+            "a wait queue's state is at most MAX_STATE"
+        );
+        WaitQueue {
+            tail: AtomicPtr::new(tagged(state)),
+            head: AtomicPtr::new(ptr::null_mut()),
+            lock,
+            _nodes: PhantomData,
+            _parker: PhantomData,
+        }
+    }
+
+    /// The state, if the queue is empty; `None` while a node is queued.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// assert_eq!(queue.state(), Some(0));
+    /// ```
+    #[inline]
+    pub fn state(&self) -> Option<usize> {
+        untag(self.tail.load(Ordering::SeqCst))
+    }
+
+    /// Whether no node is queued.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// assert!(queue.is_empty());
+    /// ```
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.state().is_some()
+    }
+
+    /// While the queue is empty, replaces its state `s` by `update(s)` in one atomic step
+    /// (retrying on contention). Returns `Ok(previous)`, or `Err(Some(s))` when `update`
+    /// returned `None`, or `Err(None)` when a node is queued.
+    ///
+    /// # Panics
+    /// If `update` returns a state above [`MAX_STATE`].
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(2);
+    /// assert_eq!(queue.fetch_update_state(|s| s.checked_sub(2)), Ok(2));
+    /// assert_eq!(queue.fetch_update_state(|s| s.checked_sub(1)), Err(Some(0)));
+    /// ```
+    #[inline]
+    pub fn fetch_update_state(
+        &self,
+        mut update: impl FnMut(usize) -> Option<usize>,
+    ) -> Result<usize, Option<usize>> {
+        let mut tail = self.tail.load(Ordering::SeqCst);
+        loop {
+            let state = untag(tail).ok_or(None)?;
+            let next = update(state).ok_or(Some(state))?;
+            assert!(
+                next <= MAX_STATE,
+                "a wait queue's state is at most MAX_STATE"
+            );
+            match self.tail.compare_exchange_weak(
+                tail,
+                tagged(next),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return Ok(state),
+                Err(actual) => tail = actual,
+            }
+        }
+    }
+
+    /// Enqueues `node`, or updates the empty queue's state, as `decide` says, in one atomic
+    /// step: `decide` is shown the state (`None` while nodes are queued) and its answer is
+    /// applied by a compare-and-swap on the tail word it was shown; on contention it is asked
+    /// again. `decide` may write the node's data (through its interior mutability): the
+    /// writes are published by the swap.
+    ///
+    /// # Safety
+    /// - `node` is [`Unqueued`](NodeStatus::Unqueued);
+    /// - if it gets enqueued, it is only ever removed through this queue, and it is not
+    ///   dropped (its memory not reused) while its status is [`Queued`](NodeStatus::Queued):
+    ///   its owner must [`remove`](Locked::remove) it first, or see it `Dequeued`.
+    ///
+    /// # Panics
+    /// If `decide` returns `Update` with a state above [`MAX_STATE`], or when shown `None`.
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use pitlane_wait::queue::{Decision, Node, Outcome, WaitQueue};
+    ///
+    /// let queue: WaitQueue<()> = WaitQueue::new(1);
+    /// let node = pin!(Node::new(()));
+    /// // Take the state's unit if there is one, else enqueue.
+    /// let take = |state: Option<usize>| match state {
+    ///     Some(s) if s > 0 => Decision::Update(s - 1),
+    ///     _ => Decision::Enqueue,
+    /// };
+    /// // SAFETY: the node is removed below before it is dropped.
+    /// assert_eq!(unsafe { queue.enqueue_or_update(node.as_ref(), take) }, Outcome::Updated(1));
+    /// // SAFETY: as above.
+    /// assert_eq!(unsafe { queue.enqueue_or_update(node.as_ref(), take) }, Outcome::Enqueued(Some(0)));
+    /// // SAFETY: the node was enqueued on this queue only.
+    /// assert!(unsafe { queue.lock().remove(node.as_ref()) });
+    /// ```
+    #[inline]
+    pub unsafe fn enqueue_or_update(
+        &self,
+        node: Pin<&Node<T>>,
+        mut decide: impl FnMut(Option<usize>) -> Decision,
+    ) -> Outcome {
+        debug_assert_eq!(node.status.load(Ordering::Relaxed), UNQUEUED);
+        let me = node.link_ptr();
+        node.link.next.store(ptr::null_mut(), Ordering::Relaxed);
+        let mut tail = self.tail.load(Ordering::SeqCst);
+        let enqueued = loop {
+            let state = untag(tail);
+            let (target, enqueue) = match decide(state) {
+                Decision::Enqueue => {
+                    // Written before the swap, which publishes them (release).
+                    let prev = if state.is_some() {
+                        ptr::null_mut()
+                    } else {
+                        tail
+                    };
+                    node.link.prev.store(prev, Ordering::Relaxed);
+                    node.status.store(QUEUED, Ordering::Relaxed);
+                    (me, true)
+                }
+                Decision::Update(next) => {
+                    assert!(state.is_some(), "Decision::Update on a queue with waiters");
+                    assert!(
+                        next <= MAX_STATE,
+                        "a wait queue's state is at most MAX_STATE"
+                    );
+                    (tagged(next), false)
+                }
+                Decision::Abort => return Outcome::Aborted(state),
+            };
+            match self
+                .tail
+                .compare_exchange_weak(tail, target, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => break enqueue,
+                Err(actual) => {
+                    node.status.store(UNQUEUED, Ordering::Relaxed);
+                    tail = actual;
+                }
+            }
+        };
+        match untag(tail) {
+            Some(state) if !enqueued => Outcome::Updated(state),
+            Some(state) => {
+                // The queue was empty: we are the first node.
+                publish_link(&self.head, me);
+                Outcome::Enqueued(Some(state))
+            }
+            None => {
+                // SAFETY: `tail` was the last node when our swap replaced it; a remover that
+                // reaches it waits for this link (its `next` is null and it is no longer the
+                // tail), so it is alive until this store.
+                publish_link(unsafe { &(*tail).next }, me);
+                Outcome::Enqueued(None)
+            }
+        }
+    }
+
+    /// Takes the lock and returns the guard through which nodes are removed.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// let locked = queue.lock();
+    /// assert_eq!(locked.state(), Some(0));
+    /// ```
+    #[inline]
+    pub fn lock(&self) -> Locked<'_, T, L, P> {
+        self.lock.lock();
+        Locked {
+            queue: self,
+            held: true,
+            wakers: WakeList::new(),
+        }
+    }
+
+    fn wait_link(slot: &AtomicPtr<Link>) -> *mut Link {
+        let mut attempt = 0;
+        loop {
+            let link = read_link(slot);
+            if !link.is_null() {
+                return link;
+            }
+            P::wait(attempt);
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    /// Unlinks `x` (in the queue or in a drain list). Returns whether the queue became empty,
+    /// in which case its state is `empty_state`.
+    ///
+    /// # Safety
+    /// The lock is held; `x` is a live node of this queue (or of a drain of it) whose incoming
+    /// link is written.
+    unsafe fn unlink(&self, x: *mut Link, empty_state: usize) -> bool {
+        // SAFETY: `x` is live (caller).
+        let x = unsafe { &*x };
+        let prev = x.prev.load(Ordering::Relaxed);
+        let mut next = x.next.load(Ordering::Acquire);
+        if next.is_null() {
+            // `x` may be the tail: move the tail back to its predecessor (or to a state).
+            let replacement = if prev.is_null() {
+                tagged(empty_state)
+            } else {
+                prev
+            };
+            let me = ptr::from_ref(x).cast_mut();
+            if self
+                .tail
+                .compare_exchange(me, replacement, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                // Clear the link into `x`, unless a new enqueuer already replaced it.
+                let into_x = if prev.is_null() {
+                    &self.head
+                } else {
+                    // SAFETY: `prev` is a live node or sentinel: removals hold the lock.
+                    unsafe { &(*prev).next }
+                };
+                let _ = into_x.compare_exchange(
+                    me,
+                    ptr::null_mut(),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                return prev.is_null();
+            }
+            // An enqueuer appended behind `x`; wait for it to link itself.
+            next = Self::wait_link(&x.next);
+        }
+        // SAFETY: `next` is a live node or sentinel (linked, and removals hold the lock).
+        unsafe { (*next).prev.store(prev, Ordering::Relaxed) };
+        if prev.is_null() {
+            self.head.store(next, Ordering::Release);
+        } else {
+            // SAFETY: as for `next`.
+            unsafe { (*prev).next.store(next, Ordering::Release) };
+        }
+        false
+    }
+}
+
+impl<T, L, P> fmt::Debug for WaitQueue<T, L, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tail = self.tail.load(Ordering::SeqCst);
+        f.debug_struct("WaitQueue")
+            .field("state", &untag(tail))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Up to [`WAKE_BATCH`] wakers, woken after the lock is released.
+struct WakeList {
+    wakers: [MaybeUninit<Waker>; WAKE_BATCH],
+    len: usize,
+}
+
+impl WakeList {
+    #[inline]
+    fn new() -> Self {
+        WakeList {
+            wakers: [const { MaybeUninit::uninit() }; WAKE_BATCH],
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn is_full(&self) -> bool {
+        self.len == WAKE_BATCH
+    }
+
+    #[inline]
+    fn push(&mut self, waker: Waker) {
+        debug_assert!(!self.is_full());
+        self.wakers[self.len].write(waker);
+        self.len += 1;
+    }
+
+    /// Wakes every waker (a panicking waker leaves the rest to `Drop`, which drops them).
+    fn wake_all(&mut self) {
+        while self.len > 0 {
+            self.len -= 1;
+            // SAFETY: slots below the old `len` are initialized; lowering `len` first hands
+            // this one's ownership to us.
+            let waker = unsafe { self.wakers[self.len].assume_init_read() };
+            waker.wake();
+        }
+    }
+}
+
+impl Drop for WakeList {
+    fn drop(&mut self) {
+        while self.len > 0 {
+            self.len -= 1;
+            // SAFETY: as in `wake_all`.
+            drop(unsafe { self.wakers[self.len].assume_init_read() });
+        }
+    }
+}
+
+/// The queue's lock, held: removals, and wakers collected to be woken once it is released.
+///
+/// Dropping the guard releases the lock and then wakes the collected wakers. When
+/// [`WAKE_BATCH`] wakers are waiting to be woken, the guard releases the lock, wakes them, and
+/// takes the lock again.
+///
+/// ```
+/// use std::pin::pin;
+/// use pitlane_wait::queue::{Decision, Node, WaitQueue};
+///
+/// let queue: WaitQueue<&str> = WaitQueue::new(0);
+/// let a = pin!(Node::new("a"));
+/// let b = pin!(Node::new("b"));
+/// // SAFETY: both nodes are removed below before they are dropped.
+/// unsafe {
+///     queue.enqueue_or_update(a.as_ref(), |_| Decision::Enqueue);
+///     queue.enqueue_or_update(b.as_ref(), |_| Decision::Enqueue);
+/// }
+/// let mut locked = queue.lock();
+/// assert_eq!(locked.front(), Some(&"a"));
+/// assert_eq!(locked.pop(|name| { assert_eq!(*name, "b"); None }), Some(false));
+/// assert_eq!(locked.dequeue(0, |name| { assert_eq!(*name, "a"); None }), Some(true));
+/// assert_eq!(locked.dequeue(0, |_| None), None);
+/// ```
+pub struct Locked<'a, T, L: Lock = DefaultLock, P: Parker = DefaultParker> {
+    queue: &'a WaitQueue<T, L, P>,
+    /// Whether this guard holds the lock now (it does not while it wakes a batch).
+    held: bool,
+    wakers: WakeList,
+}
+
+impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
+    /// The state, if the queue is empty.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(9);
+    /// assert_eq!(queue.lock().state(), Some(9));
+    /// ```
+    #[inline]
+    pub fn state(&self) -> Option<usize> {
+        self.queue.state()
+    }
+
+    /// [`WaitQueue::fetch_update_state`] with the lock held: the queue cannot go from having
+    /// waiters to empty meanwhile, though enqueuers may still fill an empty queue.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// assert_eq!(queue.lock().fetch_update_state(|s| Some(s + 1)), Ok(0));
+    /// assert_eq!(queue.state(), Some(1));
+    /// ```
+    #[inline]
+    pub fn fetch_update_state(
+        &mut self,
+        update: impl FnMut(usize) -> Option<usize>,
+    ) -> Result<usize, Option<usize>> {
+        self.queue.fetch_update_state(update)
+    }
+
+    /// The first node's data, if a node is queued.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// assert_eq!(queue.lock().front(), None);
+    /// ```
+    pub fn front(&self) -> Option<&T> {
+        let head = self.head()?;
+        // SAFETY: `head` is queued and stays so while we hold the lock (only lock holders
+        // remove); nodes are `repr(C)` with the link first.
+        Some(unsafe { &(*head.cast::<Node<T>>()).data })
+    }
+
+    fn head(&self) -> Option<*mut Link> {
+        debug_assert!(self.held);
+        untag(self.queue.tail.load(Ordering::SeqCst))
+            .is_none()
+            .then(|| {
+                // Non-empty under the lock stays non-empty; the first enqueuer may still be about
+                // to write `head`.
+                WaitQueue::<T, L, P>::wait_link(&self.queue.head)
+            })
+    }
+
+    /// Removes the first node, calls `take` on its data (still under the lock: write the
+    /// outcome into the data, return its waker to be woken after the lock is released), then
+    /// marks it `Dequeued`. If the queue becomes empty, its state is `empty_state`. Returns
+    /// `None` if no node was queued, else whether the queue became empty.
+    ///
+    /// # Panics
+    /// If `empty_state > MAX_STATE`.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// assert_eq!(queue.lock().dequeue(0, |_| None), None);
+    /// ```
+    pub fn dequeue(
+        &mut self,
+        empty_state: usize,
+        take: impl FnOnce(&T) -> Option<Waker>,
+    ) -> Option<bool> {
+        assert!(
+            empty_state <= MAX_STATE,
+            "a wait queue's state is at most MAX_STATE"
+        );
+        let head = self.head()?;
+        // SAFETY: the lock is held; `head` is queued and its incoming link (`head`) is written.
+        let emptied = unsafe { self.queue.unlink(head, empty_state) };
+        // SAFETY: `head` was queued and is now ours to finish.
+        unsafe { self.finish(head, take) };
+        Some(emptied)
+    }
+
+    /// Removes the last node (LIFO), calls `take` on its data as [`dequeue`](Self::dequeue)
+    /// does, and marks it `Dequeued`; an emptied queue holds state 0. Returns `None` if no
+    /// node was queued, else whether the queue became empty.
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// assert_eq!(queue.lock().pop(|_| None), None);
+    /// ```
+    pub fn pop(&mut self, take: impl FnOnce(&T) -> Option<Waker>) -> Option<bool> {
+        debug_assert!(self.held);
+        let tail = self.queue.tail.load(Ordering::SeqCst);
+        if untag(tail).is_some() {
+            return None;
+        }
+        // The last node may have just swapped itself in: wait until its enqueuer has linked
+        // it, so that no link into it is written after it is gone.
+        // SAFETY: `tail` is queued and stays so while we hold the lock.
+        let prev = unsafe { (*tail).prev.load(Ordering::Relaxed) };
+        let into = if prev.is_null() {
+            &self.queue.head
+        } else {
+            // SAFETY: `prev` is queued, as above.
+            unsafe { &(*prev).next }
+        };
+        let mut attempt = 0;
+        while read_link(into) != tail {
+            P::wait(attempt);
+            attempt = attempt.saturating_add(1);
+        }
+        // SAFETY: the lock is held; `tail` is queued with its incoming link written.
+        let emptied = unsafe { self.queue.unlink(tail, 0) };
+        // SAFETY: `tail` was queued and is now ours to finish.
+        unsafe { self.finish(tail, take) };
+        Some(emptied)
+    }
+
+    /// Removes `node` if it is still queued (its owner leaving, e.g. a dropped future); an
+    /// emptied queue holds state 0. Returns whether it was queued; it is `Unqueued` after.
+    ///
+    /// # Safety
+    /// `node` was only ever enqueued on this queue.
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use pitlane_wait::queue::{Decision, Node, NodeStatus, WaitQueue};
+    ///
+    /// let queue: WaitQueue<()> = WaitQueue::new(0);
+    /// let node = pin!(Node::new(()));
+    /// // SAFETY: removed below.
+    /// unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+    /// // SAFETY: enqueued on this queue only.
+    /// assert!(unsafe { queue.lock().remove(node.as_ref()) });
+    /// assert_eq!(node.status(), NodeStatus::Unqueued);
+    /// assert!(queue.is_empty());
+    /// ```
+    pub unsafe fn remove(&mut self, node: Pin<&Node<T>>) -> bool {
+        debug_assert!(self.held);
+        if node.status.load(Ordering::Acquire) != QUEUED {
+            return false;
+        }
+        // SAFETY: the lock is held and the node is queued here or in a drain of this queue
+        // (caller); its owner (our caller) finished its enqueue, so its incoming link is
+        // written.
+        unsafe { self.queue.unlink(node.link_ptr(), 0) };
+        node.status.store(UNQUEUED, Ordering::Relaxed);
+        true
+    }
+
+    /// Queues `waker` to be woken after the lock is released (releasing the lock to wake a
+    /// full batch first).
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// let mut locked = queue.lock();
+    /// locked.wake_later(std::task::Waker::noop().clone());
+    /// drop(locked); // unlocks, then wakes
+    /// ```
+    #[inline]
+    pub fn wake_later(&mut self, waker: Waker) {
+        if self.wakers.is_full() {
+            self.flush();
+        }
+        self.wakers.push(waker);
+    }
+
+    /// Releases the lock, wakes the collected wakers, and takes the lock back.
+    #[cold]
+    fn flush(&mut self) {
+        self.held = false;
+        // SAFETY: this guard held the lock.
+        unsafe { self.queue.lock.unlock() };
+        self.wakers.wake_all();
+        self.queue.lock.lock();
+        self.held = true;
+    }
+
+    /// Finishes a removed node: `take` under the lock, then `Dequeued` (release).
+    ///
+    /// # Safety
+    /// `link` is a node of this queue just unlinked by this guard.
+    unsafe fn finish(&mut self, link: *mut Link, take: impl FnOnce(&T) -> Option<Waker>) {
+        let node = link.cast::<Node<T>>();
+        // SAFETY: the node is alive until we store DEQUEUED: its owner waits for that (or
+        // for the lock) before it drops it.
+        let waker = take(unsafe { &(*node).data });
+        // SAFETY: as above; this is our last access to the node.
+        unsafe { (*node).status.store(DEQUEUED, Ordering::Release) };
+        if let Some(waker) = waker {
+            self.wake_later(waker);
+        }
+    }
+
+    /// Takes every queued node at once, leaving `new_state` in the emptied queue, then calls
+    /// `take` on each node's data in FIFO order and marks it `Dequeued`, waking the returned
+    /// wakers in batches of [`WAKE_BATCH`] with the lock released. Nodes enqueued after the
+    /// drain began are not drained; nodes whose owners leave while the lock is released are
+    /// skipped. Returns whether any node was queued (if none was, the state is unchanged).
+    ///
+    /// If a waker panics, the remaining drained nodes are still finished (their wakers are
+    /// dropped without being woken) before the panic continues.
+    ///
+    /// # Panics
+    /// If `new_state > MAX_STATE`.
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use pitlane_wait::queue::{Decision, Node, NodeStatus, WaitQueue};
+    ///
+    /// let queue: WaitQueue<u8> = WaitQueue::new(0);
+    /// let nodes = [pin!(Node::new(1)), pin!(Node::new(2))];
+    /// for node in &nodes {
+    ///     // SAFETY: drained below before the nodes are dropped.
+    ///     unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+    /// }
+    /// let mut seen = Vec::new();
+    /// assert!(queue.lock().drain(0, |n| { seen.push(*n); None }));
+    /// assert_eq!(seen, [1, 2]);
+    /// assert!(nodes.iter().all(|n| n.status() == NodeStatus::Dequeued));
+    /// ```
+    pub fn drain(&mut self, new_state: usize, mut take: impl FnMut(&T) -> Option<Waker>) -> bool {
+        assert!(
+            new_state <= MAX_STATE,
+            "a wait queue's state is at most MAX_STATE"
+        );
+        debug_assert!(self.held);
+        if untag(self.queue.tail.load(Ordering::SeqCst)).is_some() {
+            return false;
+        }
+        // Read the first node before the swap: once the tail holds a state again, a new
+        // enqueuer writes `head` for the new queue.
+        let first = WaitQueue::<T, L, P>::wait_link(&self.queue.head);
+        // Swap the whole chain out: the linearization point of the drain.
+        let mut last = self.queue.tail.load(Ordering::SeqCst);
+        loop {
+            debug_assert!(
+                untag(last).is_none(),
+                "a queue with waiters emptied under the lock"
+            );
+            match self.queue.tail.compare_exchange_weak(
+                last,
+                tagged(new_state),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(actual) => last = actual,
+            }
+        }
+        // Clear `head`, unless the first enqueuer of the new queue already wrote it.
+        let _ = self.queue.head.compare_exchange(
+            first,
+            ptr::null_mut(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        // Close the chain into a circle through a sentinel that lives in this frame.
+        let sentinel = Link::new();
+        let sentinel_ptr = ptr::from_ref(&sentinel).cast_mut();
+        // SAFETY: `first` and `last` are drained nodes, alive until we mark them DEQUEUED
+        // or their owners unlink them under the lock, which we hold. Nobody writes `last.next`
+        // (its successor, if any, went into the new queue) or `first.prev`.
+        unsafe {
+            (*first).prev.store(sentinel_ptr, Ordering::Relaxed);
+            (*last).next.store(sentinel_ptr, Ordering::Release);
+        }
+        sentinel.next.store(first, Ordering::Relaxed);
+        sentinel.prev.store(last, Ordering::Relaxed);
+
+        /// On unwind (a waker panicked while the lock was released), takes the lock back and
+        /// finishes every node still in the drain list, so that none points at the sentinel.
+        struct Finish<'g, 'a, T, L: Lock, P: Parker, F: FnMut(&T) -> Option<Waker>> {
+            locked: &'g mut Locked<'a, T, L, P>,
+            sentinel: *mut Link,
+            take: F,
+        }
+        impl<T, L: Lock, P: Parker, F: FnMut(&T) -> Option<Waker>> Finish<'_, '_, T, L, P, F> {
+            fn next(&mut self, wake: bool) -> bool {
+                // SAFETY: the sentinel is alive (in the caller's frame) and, with the lock
+                // held, its `next` is a drained node or itself.
+                let x = unsafe { (*self.sentinel).next.load(Ordering::Acquire) };
+                if x == self.sentinel {
+                    return false;
+                }
+                // SAFETY: the lock is held; `x` is in the drain list with its incoming link
+                // (the sentinel's `next`) written.
+                unsafe { self.locked.queue.unlink(x, 0) };
+                let node = x.cast::<Node<T>>();
+                // SAFETY: `x` is alive until we store DEQUEUED below.
+                let waker = (self.take)(unsafe { &(*node).data });
+                // SAFETY: our last access to the node.
+                unsafe { (*node).status.store(DEQUEUED, Ordering::Release) };
+                if let Some(waker) = waker {
+                    if wake {
+                        self.locked.wake_later(waker);
+                    }
+                }
+                true
+            }
+        }
+        impl<T, L: Lock, P: Parker, F: FnMut(&T) -> Option<Waker>> Drop for Finish<'_, '_, T, L, P, F> {
+            fn drop(&mut self) {
+                if !self.locked.held {
+                    self.locked.queue.lock.lock();
+                    self.locked.held = true;
+                }
+                while self.next(false) {}
+            }
+        }
+
+        let mut finish = Finish {
+            locked: self,
+            sentinel: sentinel_ptr,
+            take: &mut take,
+        };
+        while finish.next(true) {}
+        drop(finish);
+        true
+    }
+}
+
+impl<T, L: Lock, P: Parker> Drop for Locked<'_, T, L, P> {
+    fn drop(&mut self) {
+        if self.held {
+            // SAFETY: this guard holds the lock.
+            unsafe { self.queue.lock.unlock() };
+            self.held = false;
+        }
+        self.wakers.wake_all();
+    }
+}
+
+impl<T, L: Lock, P: Parker> fmt::Debug for Locked<'_, T, L, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Locked")
+            .field("state", &self.state())
+            .field("wakers", &self.wakers.len)
+            .finish_non_exhaustive()
+    }
+}

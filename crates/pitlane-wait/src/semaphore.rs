@@ -1,0 +1,1036 @@
+//! [`Semaphore`]: a fair counting semaphore with tokio's API and behaviour, on the
+//! [`WaitQueue`].
+//!
+//! # Protocol
+//!
+//! The queue's state, while nobody waits, is `permits << 1 | closed`. While tasks wait, no
+//! permit is free (every released permit goes to the waiters) and the semaphore is open.
+//!
+//! - Acquire `n`: one compare-and-swap on the tail: if closed, fail; if `n` permits are free,
+//!   take them; otherwise take the free ones and enqueue, asking for the rest. A task that
+//!   finds others waiting enqueues behind them (strict FIFO: no barging, and a large request
+//!   at the head holds back smaller ones behind it).
+//! - Release `n`: if nobody waits, add `n` to the state by a compare-and-swap. Otherwise, under
+//!   the lock, give permits to the head waiter: a waiter whose request is met is dequeued and
+//!   woken once the lock is released (the last one's dequeue puts what is left into the state
+//!   in the same swap that empties the queue); a waiter that gets only part keeps its place.
+//! - A queued acquire that is cancelled (its future dropped) leaves the queue under the lock
+//!   and releases the permits it had been given so far, which go to the next waiters.
+//! - Close: under the lock, set the closed bit, draining the queue if tasks wait; each drained
+//!   waiter fails with [`AcquireError`] and the permits it had been given go back to the
+//!   (closed) semaphore.
+//!
+//! Linearization points: the compare-and-swap on the tail (an acquire that completes at once,
+//! a `try_acquire`, a release to an empty queue, `forget_permits`), the dequeue of a waiter
+//! under the lock (an acquire that waited), the drain's swap (close).
+
+use core::fmt;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
+
+#[cfg(feature = "alloc")]
+use alloc::sync::Arc;
+
+use pitlane_sync::shim::atomic::{AtomicBool, AtomicUsize, Ordering};
+use pitlane_sync::shim::cell::UnsafeCell;
+
+use crate::queue::{Decision, Locked, Node, NodeStatus, Outcome, WaitQueue};
+
+/// The closed flag in the queue's state.
+const CLOSED: usize = 1;
+/// Permits are counted from bit 1 of the state.
+const PERMIT_SHIFT: u32 = 1;
+
+/// A waiting acquire's part of the queue.
+pub(crate) struct Acquirer {
+    /// Written by the owner before it enqueues, then only under the queue's lock.
+    waker: UnsafeCell<Option<Waker>>,
+    /// How many permits the acquire asks for in all.
+    needed: usize,
+    /// How many it still lacks; written by the owner before it enqueues, then under the lock.
+    remaining: AtomicUsize,
+    /// Set under the lock when the semaphore was closed on this waiter.
+    closed: AtomicBool,
+}
+
+// SAFETY: `waker` is accessed by the owner only while its node is unqueued (before the
+// enqueue's swap publishes it, or after it reads `Dequeued`) and otherwise only under the
+// queue's lock; the other fields are atomic or immutable.
+unsafe impl Sync for Acquirer {}
+
+impl Acquirer {
+    /// Under the lock: takes the waker of a waiter being dequeued.
+    fn take_waker(&self) -> Option<Waker> {
+        // SAFETY: called by a lock holder on a queued node (see `Sync` above).
+        self.waker.with_mut(|waker| unsafe { (*waker).take() })
+    }
+}
+
+/// Error returned from [`Semaphore::acquire`] and its variants: the semaphore was closed.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let semaphore = pitlane_wait::Semaphore::new(0);
+/// semaphore.close();
+/// let error = semaphore.acquire().await.unwrap_err();
+/// assert_eq!(error.to_string(), "semaphore closed");
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquireError(());
+
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("semaphore closed")
+    }
+}
+
+impl core::error::Error for AcquireError {}
+
+/// Error returned from [`Semaphore::try_acquire`] and its variants.
+///
+/// ```
+/// use pitlane_wait::{Semaphore, TryAcquireError};
+///
+/// let semaphore = Semaphore::new(0);
+/// assert_eq!(semaphore.try_acquire().err(), Some(TryAcquireError::NoPermits));
+/// semaphore.close();
+/// assert_eq!(semaphore.try_acquire().err(), Some(TryAcquireError::Closed));
+/// assert_eq!(TryAcquireError::NoPermits.to_string(), "no permits available");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TryAcquireError {
+    /// The semaphore was closed.
+    Closed,
+    /// Too few permits were free (or other tasks were waiting for them).
+    NoPermits,
+}
+
+impl TryAcquireError {
+    /// Whether the error is `Closed`.
+    ///
+    /// ```
+    /// assert!(pitlane_wait::TryAcquireError::Closed.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        matches!(self, TryAcquireError::Closed)
+    }
+
+    /// Whether the error is `NoPermits`.
+    ///
+    /// ```
+    /// assert!(pitlane_wait::TryAcquireError::NoPermits.is_no_permits());
+    /// ```
+    pub fn is_no_permits(&self) -> bool {
+        matches!(self, TryAcquireError::NoPermits)
+    }
+}
+
+impl fmt::Display for TryAcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TryAcquireError::Closed => f.write_str("semaphore closed"),
+            TryAcquireError::NoPermits => f.write_str("no permits available"),
+        }
+    }
+}
+
+impl core::error::Error for TryAcquireError {}
+
+/// A counting semaphore performing asynchronous permit acquisition: tokio's `Semaphore`, on a
+/// queue whose enqueue takes no lock.
+///
+/// Fair: permits go to waiters in the order they asked, and a request for many permits at the
+/// head of the queue holds back smaller requests behind it even when enough permits for those
+/// are free.
+///
+/// ```
+/// use pitlane_wait::{Semaphore, TryAcquireError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let semaphore = Semaphore::new(3);
+/// let a_permit = semaphore.acquire().await.unwrap();
+/// let two_permits = semaphore.acquire_many(2).await.unwrap();
+/// assert_eq!(semaphore.available_permits(), 0);
+/// assert_eq!(semaphore.try_acquire().err(), Some(TryAcquireError::NoPermits));
+/// drop(a_permit);
+/// assert_eq!(semaphore.available_permits(), 1);
+/// # drop(two_permits);
+/// # }
+/// ```
+pub struct Semaphore {
+    /// The waiters; the state while empty is `permits << 1 | closed`.
+    queue: WaitQueue<Acquirer>,
+}
+
+impl Semaphore {
+    /// The largest number of permits a semaphore holds: `usize::MAX >> 3`.
+    ///
+    /// ```
+    /// assert_eq!(pitlane_wait::Semaphore::MAX_PERMITS, usize::MAX >> 3);
+    /// ```
+    pub const MAX_PERMITS: usize = usize::MAX >> 3;
+
+    /// A semaphore with `permits` permits.
+    ///
+    /// # Panics
+    /// If `permits` exceeds [`MAX_PERMITS`](Semaphore::MAX_PERMITS).
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(5);
+    /// assert_eq!(semaphore.available_permits(), 5);
+    /// ```
+    #[track_caller]
+    pub fn new(permits: usize) -> Semaphore {
+        assert!(
+            permits <= Self::MAX_PERMITS,
+            "a semaphore may not have more than MAX_PERMITS permits ({})",
+            Self::MAX_PERMITS
+        );
+        Semaphore {
+            queue: WaitQueue::new(permits << PERMIT_SHIFT),
+        }
+    }
+
+    /// [`new`](Semaphore::new) in a `const` context, for a `static`.
+    ///
+    /// # Panics
+    /// If `permits` exceeds [`MAX_PERMITS`](Semaphore::MAX_PERMITS).
+    ///
+    /// ```
+    /// use pitlane_wait::Semaphore;
+    ///
+    /// static CONNECTIONS: Semaphore = Semaphore::const_new(10);
+    /// assert_eq!(CONNECTIONS.available_permits(), 10);
+    /// ```
+    #[cfg(not(pitlane_loom))]
+    pub const fn const_new(permits: usize) -> Semaphore {
+        assert!(
+            permits <= Self::MAX_PERMITS,
+            "a semaphore may not have more than MAX_PERMITS permits"
+        );
+        Semaphore {
+            queue: WaitQueue::new(permits << PERMIT_SHIFT),
+        }
+    }
+
+    /// How many permits are free now (0 while tasks wait).
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(2);
+    /// let _permit = semaphore.try_acquire().unwrap();
+    /// assert_eq!(semaphore.available_permits(), 1);
+    /// ```
+    #[inline]
+    pub fn available_permits(&self) -> usize {
+        self.queue.state().map_or(0, |state| state >> PERMIT_SHIFT)
+    }
+
+    /// Adds `n` permits, giving them to waiting tasks first (in FIFO order). Works on a
+    /// closed semaphore too.
+    ///
+    /// # Panics
+    /// If the free permits would exceed [`MAX_PERMITS`](Semaphore::MAX_PERMITS).
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(0);
+    /// semaphore.add_permits(4);
+    /// assert_eq!(semaphore.available_permits(), 4);
+    /// ```
+    #[track_caller]
+    pub fn add_permits(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        assert!(
+            n <= Self::MAX_PERMITS,
+            "cannot add more than MAX_PERMITS permits ({})",
+            Self::MAX_PERMITS
+        );
+        match self
+            .queue
+            .fetch_update_state(|state| add_to_state(state, n))
+        {
+            Ok(_) => {}
+            Err(Some(_)) => overflow(n),
+            Err(None) => self.release_to_waiters(n),
+        }
+    }
+
+    #[inline(never)]
+    #[track_caller]
+    fn release_to_waiters(&self, n: usize) {
+        let mut locked = self.queue.lock();
+        release_locked(&mut locked, n);
+    }
+
+    /// Removes up to `n` free permits (as many as are free, if fewer), returning how many were
+    /// removed. A closed semaphore stays closed.
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(3);
+    /// assert_eq!(semaphore.forget_permits(2), 2);
+    /// assert_eq!(semaphore.forget_permits(5), 1);
+    /// assert_eq!(semaphore.available_permits(), 0);
+    /// ```
+    pub fn forget_permits(&self, n: usize) -> usize {
+        match self.queue.fetch_update_state(|state| {
+            let removed = (state >> PERMIT_SHIFT).min(n);
+            Some(state - (removed << PERMIT_SHIFT))
+        }) {
+            Ok(previous) => (previous >> PERMIT_SHIFT).min(n),
+            Err(_) => 0,
+        }
+    }
+
+    /// Acquires one permit, waiting in FIFO order until one is free.
+    ///
+    /// # Errors
+    /// [`AcquireError`] if the semaphore is closed (or gets closed while this waits).
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives up its place in the queue; permits it had been given are
+    /// released to the next waiters.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let semaphore = pitlane_wait::Semaphore::new(1);
+    /// let permit = semaphore.acquire().await.unwrap();
+    /// assert_eq!(permit.num_permits(), 1);
+    /// # }
+    /// ```
+    pub async fn acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
+        Acquire::new(self, 1).await?;
+        Ok(SemaphorePermit {
+            sem: self,
+            permits: 1,
+        })
+    }
+
+    /// Acquires `n` permits at once, waiting in FIFO order until they are free.
+    ///
+    /// # Errors
+    /// [`AcquireError`] if the semaphore is closed (or gets closed while this waits).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Semaphore::acquire): the permits taken so far go to the next waiters.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let semaphore = pitlane_wait::Semaphore::new(5);
+    /// let permit = semaphore.acquire_many(3).await.unwrap();
+    /// assert_eq!(semaphore.available_permits(), 2);
+    /// # drop(permit);
+    /// # }
+    /// ```
+    pub async fn acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, AcquireError> {
+        Acquire::new(self, n as usize).await?;
+        Ok(SemaphorePermit {
+            sem: self,
+            permits: n,
+        })
+    }
+
+    /// Takes one permit if one is free and nobody waits.
+    ///
+    /// # Errors
+    /// [`TryAcquireError::Closed`] if closed (checked first), else
+    /// [`TryAcquireError::NoPermits`].
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(1);
+    /// let permit = semaphore.try_acquire().unwrap();
+    /// assert!(semaphore.try_acquire().is_err());
+    /// drop(permit);
+    /// assert!(semaphore.try_acquire().is_ok());
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.try_take(1)?;
+        Ok(SemaphorePermit {
+            sem: self,
+            permits: 1,
+        })
+    }
+
+    /// Takes `n` permits if that many are free and nobody waits.
+    ///
+    /// # Errors
+    /// [`TryAcquireError::Closed`] if closed (checked first), else
+    /// [`TryAcquireError::NoPermits`].
+    ///
+    /// ```
+    /// use pitlane_wait::{Semaphore, TryAcquireError};
+    ///
+    /// let semaphore = Semaphore::new(4);
+    /// let _three = semaphore.try_acquire_many(3).unwrap();
+    /// assert_eq!(semaphore.try_acquire_many(2).err(), Some(TryAcquireError::NoPermits));
+    /// ```
+    #[inline]
+    pub fn try_acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.try_take(n as usize)?;
+        Ok(SemaphorePermit {
+            sem: self,
+            permits: n,
+        })
+    }
+
+    #[inline]
+    fn try_take(&self, n: usize) -> Result<(), TryAcquireError> {
+        match self.queue.fetch_update_state(|state| {
+            if state & CLOSED != 0 || (state >> PERMIT_SHIFT) < n {
+                None
+            } else {
+                Some(state - (n << PERMIT_SHIFT))
+            }
+        }) {
+            Ok(_) => Ok(()),
+            Err(Some(state)) if state & CLOSED != 0 => Err(TryAcquireError::Closed),
+            Err(_) => Err(TryAcquireError::NoPermits),
+        }
+    }
+
+    /// [`acquire`](Semaphore::acquire) for a semaphore in an `Arc`: the permit owns a
+    /// reference, so it is `'static`.
+    ///
+    /// # Errors
+    /// [`AcquireError`] if the semaphore is closed.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(1));
+    /// let permit = semaphore.clone().acquire_owned().await.unwrap();
+    /// tokio::spawn(async move { drop(permit) }).await.unwrap();
+    /// assert_eq!(semaphore.available_permits(), 1);
+    /// # }
+    /// ```
+    #[cfg(feature = "alloc")]
+    pub async fn acquire_owned(self: Arc<Self>) -> Result<OwnedSemaphorePermit, AcquireError> {
+        Acquire::new(&self, 1).await?;
+        Ok(OwnedSemaphorePermit {
+            sem: self,
+            permits: 1,
+        })
+    }
+
+    /// [`acquire_many`](Semaphore::acquire_many) for a semaphore in an `Arc`.
+    ///
+    /// # Errors
+    /// [`AcquireError`] if the semaphore is closed.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(10));
+    /// let permit = semaphore.clone().acquire_many_owned(4).await.unwrap();
+    /// assert_eq!(permit.num_permits(), 4);
+    /// # }
+    /// ```
+    #[cfg(feature = "alloc")]
+    pub async fn acquire_many_owned(
+        self: Arc<Self>,
+        n: u32,
+    ) -> Result<OwnedSemaphorePermit, AcquireError> {
+        Acquire::new(&self, n as usize).await?;
+        Ok(OwnedSemaphorePermit {
+            sem: self,
+            permits: n,
+        })
+    }
+
+    /// [`try_acquire`](Semaphore::try_acquire) for a semaphore in an `Arc`.
+    ///
+    /// # Errors
+    /// As `try_acquire`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(2));
+    /// let _permit = semaphore.clone().try_acquire_owned().unwrap();
+    /// assert_eq!(semaphore.available_permits(), 1);
+    /// ```
+    #[cfg(feature = "alloc")]
+    pub fn try_acquire_owned(self: Arc<Self>) -> Result<OwnedSemaphorePermit, TryAcquireError> {
+        self.try_take(1)?;
+        Ok(OwnedSemaphorePermit {
+            sem: self,
+            permits: 1,
+        })
+    }
+
+    /// [`try_acquire_many`](Semaphore::try_acquire_many) for a semaphore in an `Arc`.
+    ///
+    /// # Errors
+    /// As `try_acquire_many`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(4));
+    /// let _three = semaphore.clone().try_acquire_many_owned(3).unwrap();
+    /// assert!(semaphore.try_acquire_many_owned(2).is_err());
+    /// ```
+    #[cfg(feature = "alloc")]
+    pub fn try_acquire_many_owned(
+        self: Arc<Self>,
+        n: u32,
+    ) -> Result<OwnedSemaphorePermit, TryAcquireError> {
+        self.try_take(n as usize)?;
+        Ok(OwnedSemaphorePermit {
+            sem: self,
+            permits: n,
+        })
+    }
+
+    /// Closes the semaphore: no permit is handed out any more, every waiting acquire fails
+    /// with [`AcquireError`], and later acquires fail at once. Permits may still be added.
+    ///
+    /// ```
+    /// use pitlane_wait::{Semaphore, TryAcquireError};
+    ///
+    /// let semaphore = Semaphore::new(1);
+    /// semaphore.close();
+    /// assert!(semaphore.is_closed());
+    /// assert_eq!(semaphore.try_acquire().err(), Some(TryAcquireError::Closed));
+    /// ```
+    pub fn close(&self) {
+        let mut locked = self.queue.lock();
+        if locked
+            .fetch_update_state(|state| Some(state | CLOSED))
+            .is_ok()
+        {
+            return;
+        }
+        // Tasks wait: drain them all, leaving the closed state.
+        let mut returned = 0_usize;
+        locked.drain(CLOSED, |waiter| {
+            let remaining = waiter.remaining.load(Ordering::Relaxed);
+            returned += waiter.needed - remaining;
+            waiter.closed.store(true, Ordering::Relaxed);
+            waiter.take_waker()
+        });
+        if returned > 0 {
+            // The drained waiters' partial permits go back to the (closed) semaphore.
+            let _ = locked.fetch_update_state(|state| add_to_state(state, returned));
+        }
+    }
+
+    /// Whether [`close`](Semaphore::close) was called.
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(0);
+    /// assert!(!semaphore.is_closed());
+    /// semaphore.close();
+    /// assert!(semaphore.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.queue.state().is_some_and(|state| state & CLOSED != 0)
+    }
+}
+
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+impl Semaphore {
+    /// [`acquire`](Semaphore::acquire) for synchronous code: blocks the thread until a permit
+    /// is free.
+    ///
+    /// # Errors
+    /// [`AcquireError`] if the semaphore is closed.
+    ///
+    /// # Panics
+    /// With the `tokio` feature: when called from a thread that drives a tokio runtime, with
+    /// tokio's message for blocking calls there.
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(1);
+    /// let permit = semaphore.blocking_acquire().unwrap();
+    /// assert_eq!(semaphore.available_permits(), 0);
+    /// # drop(permit);
+    /// ```
+    #[track_caller]
+    pub fn blocking_acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
+        crate::blocking::block_on(self.acquire())
+    }
+
+    /// [`acquire_many`](Semaphore::acquire_many) for synchronous code.
+    ///
+    /// # Errors
+    /// [`AcquireError`] if the semaphore is closed.
+    ///
+    /// # Panics
+    /// As [`blocking_acquire`](Semaphore::blocking_acquire).
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(3);
+    /// let permit = semaphore.blocking_acquire_many(3).unwrap();
+    /// assert_eq!(permit.num_permits(), 3);
+    /// ```
+    #[track_caller]
+    pub fn blocking_acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, AcquireError> {
+        crate::blocking::block_on(self.acquire_many(n))
+    }
+
+    /// [`acquire_owned`](Semaphore::acquire_owned) for synchronous code.
+    ///
+    /// # Errors
+    /// [`AcquireError`] if the semaphore is closed.
+    ///
+    /// # Panics
+    /// As [`blocking_acquire`](Semaphore::blocking_acquire).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(1));
+    /// let permit = semaphore.clone().blocking_acquire_owned().unwrap();
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert_eq!(semaphore.available_permits(), 1);
+    /// ```
+    #[track_caller]
+    pub fn blocking_acquire_owned(self: Arc<Self>) -> Result<OwnedSemaphorePermit, AcquireError> {
+        crate::blocking::block_on(self.acquire_owned())
+    }
+
+    /// [`acquire_many_owned`](Semaphore::acquire_many_owned) for synchronous code.
+    ///
+    /// # Errors
+    /// [`AcquireError`] if the semaphore is closed.
+    ///
+    /// # Panics
+    /// As [`blocking_acquire`](Semaphore::blocking_acquire).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(2));
+    /// let permit = semaphore.blocking_acquire_many_owned(2).unwrap();
+    /// assert_eq!(permit.num_permits(), 2);
+    /// ```
+    #[track_caller]
+    pub fn blocking_acquire_many_owned(
+        self: Arc<Self>,
+        n: u32,
+    ) -> Result<OwnedSemaphorePermit, AcquireError> {
+        crate::blocking::block_on(self.acquire_many_owned(n))
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("permits", &self.available_permits())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+/// `state` with `n` more permits, or `None` past `MAX_PERMITS`.
+#[inline]
+fn add_to_state(state: usize, n: usize) -> Option<usize> {
+    let permits = (state >> PERMIT_SHIFT).checked_add(n)?;
+    (permits <= Semaphore::MAX_PERMITS).then_some(state + (n << PERMIT_SHIFT))
+}
+
+#[cold]
+#[track_caller]
+fn overflow(n: usize) -> ! {
+    panic!(
+        "number of added permits ({}) would overflow MAX_PERMITS ({})",
+        n,
+        Semaphore::MAX_PERMITS
+    )
+}
+
+/// Under the lock: gives `rem` permits to the waiters in FIFO order, the rest to the state.
+#[track_caller]
+fn release_locked(locked: &mut Locked<'_, Acquirer>, mut rem: usize) {
+    while rem > 0 {
+        match locked.fetch_update_state(|state| add_to_state(state, rem)) {
+            Ok(_) => return,
+            Err(Some(_)) => overflow(rem),
+            Err(None) => {}
+        }
+        let Some(head) = locked.front() else { continue };
+        let lacking = head.remaining.load(Ordering::Relaxed);
+        if rem < lacking {
+            // Partly served: the head keeps its place.
+            head.remaining.store(lacking - rem, Ordering::Relaxed);
+            return;
+        }
+        rem -= lacking;
+        // Served: dequeue it; if it was the last, what is left becomes the state in the same
+        // swap.
+        let emptied = locked.dequeue(rem << PERMIT_SHIFT, |waiter| {
+            waiter.remaining.store(0, Ordering::Relaxed);
+            waiter.take_waker()
+        });
+        if emptied == Some(true) {
+            return;
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Init,
+    Waiting,
+    Done,
+}
+
+/// The future behind every `acquire*`.
+struct Acquire<'a> {
+    sem: &'a Semaphore,
+    phase: Phase,
+    node: Node<Acquirer>,
+}
+
+// SAFETY: the node's cells are only accessed under the queue's lock or by the owner while the
+// node is not shared (see `Acquirer`); `&Semaphore` is `Send + Sync`.
+unsafe impl Send for Acquire<'_> {}
+// SAFETY: as above; `&Acquire` gives no access to the node.
+unsafe impl Sync for Acquire<'_> {}
+
+impl<'a> Acquire<'a> {
+    fn new(sem: &'a Semaphore, n: usize) -> Self {
+        // Only reachable where `usize` is 32 bits (a `u32` count above `usize::MAX >> 3`).
+        assert!(
+            n <= Semaphore::MAX_PERMITS,
+            "a semaphore may not have more than MAX_PERMITS permits ({})",
+            Semaphore::MAX_PERMITS
+        );
+        Acquire {
+            sem,
+            phase: Phase::Init,
+            node: Node::new(Acquirer {
+                waker: UnsafeCell::new(None),
+                needed: n,
+                remaining: AtomicUsize::new(n),
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
+impl core::future::Future for Acquire<'_> {
+    type Output = Result<(), AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: `node` is the only structurally pinned field and is never moved out.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: `this` is pinned, so is its `node`.
+        let node = unsafe { Pin::new_unchecked(&this.node) };
+        let queue = &this.sem.queue;
+        match this.phase {
+            Phase::Init => {
+                let needed = node.data().needed;
+                let waker = cx.waker();
+                let prepare = |lacking: usize| {
+                    node.data().remaining.store(lacking, Ordering::Relaxed);
+                    // SAFETY: the node is not queued yet: nobody else reads the cell.
+                    node.data().waker.with_mut(|cell| unsafe {
+                        if (*cell).is_none() {
+                            *cell = Some(waker.clone());
+                        }
+                    });
+                };
+                let decide = |state: Option<usize>| match state {
+                    Some(state) if state & CLOSED != 0 => Decision::Abort,
+                    Some(state) => {
+                        let free = state >> PERMIT_SHIFT;
+                        if free >= needed {
+                            Decision::Update(state - (needed << PERMIT_SHIFT))
+                        } else {
+                            // Take the free permits, wait for the rest.
+                            prepare(needed - free);
+                            Decision::Enqueue
+                        }
+                    }
+                    None if needed == 0 => Decision::Abort,
+                    None => {
+                        prepare(needed);
+                        Decision::Enqueue
+                    }
+                };
+                // SAFETY: the node is unqueued (phase Init); `Drop` removes it (or sees it
+                // dequeued) before it goes.
+                match unsafe { queue.enqueue_or_update(node, decide) } {
+                    Outcome::Updated(_) | Outcome::Aborted(None) => {
+                        this.phase = Phase::Done;
+                        Poll::Ready(Ok(()))
+                    }
+                    Outcome::Aborted(Some(_)) => {
+                        this.phase = Phase::Done;
+                        Poll::Ready(Err(AcquireError(())))
+                    }
+                    Outcome::Enqueued(_) => {
+                        this.phase = Phase::Waiting;
+                        Poll::Pending
+                    }
+                }
+            }
+            Phase::Waiting => {
+                if node.status() == NodeStatus::Dequeued {
+                    this.phase = Phase::Done;
+                    return complete(node);
+                }
+                let locked = queue.lock();
+                if node.status() != NodeStatus::Queued {
+                    drop(locked);
+                    this.phase = Phase::Done;
+                    return complete(node);
+                }
+                let waker = cx.waker();
+                // SAFETY: the node is queued and we hold the lock.
+                let old = node.data().waker.with_mut(|cell| unsafe {
+                    match &*cell {
+                        Some(current) if current.will_wake(waker) => None,
+                        _ => (*cell).replace(waker.clone()),
+                    }
+                });
+                drop(locked);
+                drop(old);
+                Poll::Pending
+            }
+            Phase::Done => panic!("`async fn` resumed after completion"),
+        }
+    }
+}
+
+/// The outcome of a waiter its remover has marked dequeued.
+fn complete(node: Pin<&Node<Acquirer>>) -> Poll<Result<(), AcquireError>> {
+    {
+        if node.data().closed.load(Ordering::Relaxed) {
+            Poll::Ready(Err(AcquireError(())))
+        } else {
+            Poll::Ready(Ok(()))
+        }
+    }
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        if self.phase != Phase::Waiting {
+            return;
+        }
+        // SAFETY: `drop` runs on the pinned value in place; the node is not moved.
+        let node = unsafe { Pin::new_unchecked(&self.node) };
+        let waiter = node.data();
+        if node.status() == NodeStatus::Queued {
+            let mut locked = self.sem.queue.lock();
+            // SAFETY: the node was enqueued on this queue only.
+            if unsafe { locked.remove(node) } {
+                // Cancelled while queued: release what we were given so far.
+                let given = waiter.needed - waiter.remaining.load(Ordering::Relaxed);
+                if given > 0 {
+                    release_locked(&mut locked, given);
+                }
+                return;
+            }
+        }
+        // Served (or closed) but never returned: the permits are ours to give back. A closed
+        // waiter's partial permits were given back by `close`.
+        if !waiter.closed.load(Ordering::Relaxed) {
+            self.sem.add_permits(waiter.needed);
+        }
+    }
+}
+
+/// Permits taken from a [`Semaphore`], given back when dropped.
+///
+/// ```
+/// let semaphore = pitlane_wait::Semaphore::new(2);
+/// let permit = semaphore.try_acquire_many(2).unwrap();
+/// assert_eq!(semaphore.available_permits(), 0);
+/// drop(permit);
+/// assert_eq!(semaphore.available_permits(), 2);
+/// ```
+#[must_use]
+#[clippy::has_significant_drop]
+#[derive(Debug)]
+pub struct SemaphorePermit<'a> {
+    sem: &'a Semaphore,
+    permits: u32,
+}
+
+impl<'a> SemaphorePermit<'a> {
+    /// Drops the permit without giving its permits back (they are gone from the semaphore).
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(1);
+    /// semaphore.try_acquire().unwrap().forget();
+    /// assert_eq!(semaphore.available_permits(), 0);
+    /// ```
+    pub fn forget(mut self) {
+        self.permits = 0;
+    }
+
+    /// Takes `other`'s permits into this one (given back together when this one drops).
+    ///
+    /// # Panics
+    /// If the two come from different semaphores.
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(3);
+    /// let mut permit = semaphore.try_acquire().unwrap();
+    /// permit.merge(semaphore.try_acquire_many(2).unwrap());
+    /// assert_eq!(permit.num_permits(), 3);
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, mut other: Self) {
+        assert!(
+            core::ptr::eq(self.sem, other.sem),
+            "merging permits from different semaphore instances"
+        );
+        self.permits += other.permits;
+        other.permits = 0;
+    }
+
+    /// Splits `n` permits off into a new permit; `None` (and no change) if this one holds
+    /// fewer than `n`.
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(3);
+    /// let mut permit = semaphore.try_acquire_many(3).unwrap();
+    /// let one = permit.split(1).unwrap();
+    /// assert_eq!((permit.num_permits(), one.num_permits()), (2, 1));
+    /// assert!(permit.split(3).is_none());
+    /// ```
+    pub fn split(&mut self, n: usize) -> Option<Self> {
+        let n = u32::try_from(n).ok()?;
+        if n > self.permits {
+            return None;
+        }
+        self.permits -= n;
+        Some(SemaphorePermit {
+            sem: self.sem,
+            permits: n,
+        })
+    }
+
+    /// How many permits this holds.
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(2);
+    /// assert_eq!(semaphore.try_acquire_many(2).unwrap().num_permits(), 2);
+    /// ```
+    pub fn num_permits(&self) -> usize {
+        self.permits as usize
+    }
+}
+
+impl Drop for SemaphorePermit<'_> {
+    fn drop(&mut self) {
+        self.sem.add_permits(self.permits as usize);
+    }
+}
+
+/// Permits taken from a [`Semaphore`] in an `Arc`, given back when dropped; `'static`.
+///
+/// ```
+/// use std::sync::Arc;
+/// let semaphore = Arc::new(pitlane_wait::Semaphore::new(1));
+/// let permit = semaphore.clone().try_acquire_owned().unwrap();
+/// assert!(Arc::ptr_eq(permit.semaphore(), &semaphore));
+/// drop(permit);
+/// assert_eq!(semaphore.available_permits(), 1);
+/// ```
+#[cfg(feature = "alloc")]
+#[must_use]
+#[clippy::has_significant_drop]
+#[derive(Debug)]
+pub struct OwnedSemaphorePermit {
+    sem: Arc<Semaphore>,
+    permits: u32,
+}
+
+#[cfg(feature = "alloc")]
+impl OwnedSemaphorePermit {
+    /// Drops the permit without giving its permits back.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(1));
+    /// semaphore.clone().try_acquire_owned().unwrap().forget();
+    /// assert_eq!(semaphore.available_permits(), 0);
+    /// ```
+    pub fn forget(mut self) {
+        self.permits = 0;
+    }
+
+    /// Takes `other`'s permits into this one.
+    ///
+    /// # Panics
+    /// If the two come from different semaphores.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(2));
+    /// let mut permit = semaphore.clone().try_acquire_owned().unwrap();
+    /// permit.merge(semaphore.clone().try_acquire_owned().unwrap());
+    /// assert_eq!(permit.num_permits(), 2);
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, mut other: Self) {
+        assert!(
+            Arc::ptr_eq(&self.sem, &other.sem),
+            "merging permits from different semaphore instances"
+        );
+        self.permits += other.permits;
+        other.permits = 0;
+    }
+
+    /// Splits `n` permits off into a new permit; `None` (and no change) if this one holds
+    /// fewer than `n`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(2));
+    /// let mut permit = semaphore.try_acquire_many_owned(2).unwrap();
+    /// let one = permit.split(1).unwrap();
+    /// assert_eq!((permit.num_permits(), one.num_permits()), (1, 1));
+    /// ```
+    pub fn split(&mut self, n: usize) -> Option<Self> {
+        let n = u32::try_from(n).ok()?;
+        if n > self.permits {
+            return None;
+        }
+        self.permits -= n;
+        Some(OwnedSemaphorePermit {
+            sem: self.sem.clone(),
+            permits: n,
+        })
+    }
+
+    /// The semaphore these permits came from.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(1));
+    /// let permit = semaphore.clone().try_acquire_owned().unwrap();
+    /// assert_eq!(permit.semaphore().available_permits(), 0);
+    /// ```
+    pub fn semaphore(&self) -> &Arc<Semaphore> {
+        &self.sem
+    }
+
+    /// How many permits this holds.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(2));
+    /// assert_eq!(semaphore.try_acquire_many_owned(2).unwrap().num_permits(), 2);
+    /// ```
+    pub fn num_permits(&self) -> usize {
+        self.permits as usize
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Drop for OwnedSemaphorePermit {
+    fn drop(&mut self) {
+        self.sem.add_permits(self.permits as usize);
+    }
+}

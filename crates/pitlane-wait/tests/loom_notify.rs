@@ -1,0 +1,187 @@
+//! Loom models of Notify: notify_one against a waiter's enqueue, two waiters, notify_waiters
+//! against a waiter created before it, and a chosen waiter dropped while a notification is
+//! under way (the notification must reach the other waiter or the permit, never vanish).
+#![cfg(pitlane_loom)]
+
+use std::pin::pin;
+
+use loom::future::block_on;
+use std::sync::Arc as StdArc;
+
+use loom::sync::Arc;
+use loom::thread;
+
+use pitlane_wait::Notify;
+
+#[test]
+fn notify_one_reaches_a_waiter_that_enqueues_concurrently() {
+    loom::model(|| {
+        let notify = Arc::new(Notify::new());
+        let waiter = {
+            let notify = notify.clone();
+            thread::spawn(move || block_on(notify.notified()))
+        };
+        notify.notify_one();
+        waiter.join().unwrap();
+    });
+}
+
+#[test]
+fn two_notify_one_reach_two_enabled_waiters() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        // Both registered first: two notify_one calls then wake both, whatever the interleaving
+        // of the notifications with the waiters' polls (a second permit is never stored, so
+        // waiters that were not registered could legitimately miss one).
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let mut notified = Box::pin(notify.clone().notified_owned());
+                assert!(!notified.as_mut().enable());
+                thread::spawn(move || block_on(notified))
+            })
+            .collect();
+        notify.notify_one();
+        notify.notify_one();
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
+    });
+}
+
+#[test]
+fn notify_last_and_notify_one_reach_two_enabled_waiters() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut futures: Vec<_> = (0..2)
+            .map(|_| Box::pin(notify.clone().notified_owned()))
+            .collect();
+        for notified in &mut futures {
+            assert!(!notified.as_mut().enable());
+        }
+        let waiter = thread::spawn(move || {
+            for notified in futures {
+                block_on(notified);
+            }
+        });
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_last())
+        };
+        notify.notify_one();
+        waiter.join().unwrap();
+        notifier.join().unwrap();
+    });
+}
+
+#[test]
+fn notify_waiters_reaches_a_notified_created_before_it() {
+    loom::model(|| {
+        let notify = Arc::new(Notify::new());
+        let notified = notify.notified();
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_waiters())
+        };
+        // Polled while the broadcast runs: it must complete whichever comes first.
+        block_on(notified);
+        notifier.join().unwrap();
+    });
+}
+
+#[test]
+fn notify_waiters_stores_no_permit_against_a_racing_enable() {
+    loom::model(|| {
+        let notify = Arc::new(Notify::new());
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_waiters())
+        };
+        // Created concurrently with the broadcast: it may or may not see it, but no permit
+        // is left behind either way.
+        let mut notified = pin!(notify.notified());
+        let _ = notified.as_mut().enable();
+        notifier.join().unwrap();
+        let mut after = pin!(notify.notified());
+        assert!(!after.as_mut().enable(), "notify_waiters stored a permit");
+    });
+}
+
+#[test]
+fn a_dropped_chosen_waiter_forwards_the_notification() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut first = Box::pin(notify.clone().notified_owned());
+        let mut second = Box::pin(notify.clone().notified_owned());
+        assert!(!first.as_mut().enable());
+        assert!(!second.as_mut().enable());
+        let dropper = thread::spawn(move || drop(first));
+        notify.notify_one();
+        dropper.join().unwrap();
+        // The notification went to `second` (directly, or forwarded by the dropped `first`).
+        assert!(second.as_mut().enable(), "a notification was lost");
+        let mut third = pin!(notify.notified());
+        assert!(!third.as_mut().enable(), "a notification was duplicated");
+    });
+}
+
+#[test]
+fn a_dropped_sole_waiter_leaves_the_notification_as_a_permit() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut only = Box::pin(notify.clone().notified_owned());
+        assert!(!only.as_mut().enable());
+        let dropper = thread::spawn(move || drop(only));
+        notify.notify_one();
+        dropper.join().unwrap();
+        let mut next = pin!(notify.notified());
+        assert!(next.as_mut().enable(), "a notification was lost");
+    });
+}
+
+#[test]
+fn a_waiter_dropped_during_notify_waiters_leaves_safely() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut a = Box::pin(notify.clone().notified_owned());
+        let mut b = Box::pin(notify.clone().notified_owned());
+        assert!(!a.as_mut().enable());
+        assert!(!b.as_mut().enable());
+        let dropper = thread::spawn(move || drop(a));
+        notify.notify_waiters();
+        dropper.join().unwrap();
+        assert!(b.as_mut().enable());
+        let mut after = pin!(notify.notified());
+        assert!(!after.as_mut().enable());
+    });
+}
+
+#[test]
+fn a_waiter_enqueued_during_notify_waiters_is_drained_or_stays_reachable() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut queued = Box::pin(notify.clone().notified_owned());
+        assert!(!queued.as_mut().enable());
+        let newcomer = {
+            let notify = notify.clone();
+            thread::spawn(move || {
+                let mut late = Box::pin(notify.clone().notified_owned());
+                let ready = late.as_mut().enable();
+                (late, ready)
+            })
+        };
+        notify.notify_waiters();
+        let (mut late, ready) = newcomer.join().unwrap();
+        assert!(
+            queued.as_mut().enable(),
+            "the queued waiter missed the broadcast"
+        );
+        if !ready && !late.as_mut().enable() {
+            // It enqueued after the drain: it must be in the new queue, reachable by
+            // notify_one (a lost head would leave it unreachable).
+            notify.notify_one();
+            assert!(late.as_mut().enable(), "the newcomer is not reachable");
+        }
+        let mut after = pin!(notify.notified());
+        assert!(!after.as_mut().enable());
+    });
+}
