@@ -210,12 +210,30 @@ impl<const B: u32> Freelist<B> {
     /// assert_eq!(list.shards(), 4);
     /// ```
     pub fn new(capacity: u32, shards: usize) -> Self {
+        Self::with_generation(capacity, shards, 0)
+    }
+
+    /// An empty list whose heads start at `generation` instead of 0, so that a test (a loom
+    /// model) can run across the wrap of the generation without 2^40 exchanges first.
+    ///
+    /// # Panics
+    /// As [`Freelist::new`].
+    ///
+    /// ```
+    /// use pitlane_slab::freelist::Freelist;
+    /// use pitlane_sync::Tagged;
+    /// let last = Tagged::<24>::GENERATIONS - 1;
+    /// let list: Freelist = Freelist::with_generation(2, 1, last);
+    /// list.push(0, 1).unwrap(); // the head word wraps to generation 0 here
+    /// assert_eq!(list.pop(0).unwrap(), Some(1));
+    /// ```
+    pub fn with_generation(capacity: u32, shards: usize, generation: u64) -> Self {
         assert!(
             capacity < Tagged::<B>::NIL,
             "capacity must be below the nil index"
         );
         assert!(shards >= 1, "a freelist needs at least one shard");
-        let nil = Tagged::<B>::new(Tagged::<B>::NIL, 0).to_bits();
+        let nil = Tagged::<B>::new(Tagged::<B>::NIL, generation).to_bits();
         Self {
             heads: (0..shards).map(|_| AtomicU64::new(nil)).collect(),
             next: (0..capacity)

@@ -70,6 +70,12 @@ impl std::borrow::Borrow<Slab> for ShmSlab {
     }
 }
 
+impl std::ops::DerefMut for ShmSlab {
+    fn deref_mut(&mut self) -> &mut Slab {
+        &mut self.slab
+    }
+}
+
 impl Deref for ShmSlab {
     type Target = Slab;
     fn deref(&self) -> &Slab {
