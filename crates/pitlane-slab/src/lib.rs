@@ -19,7 +19,8 @@
 //!
 //! - **alloc**: while the bump word is below the capacity, take the next never-used object by
 //!   incrementing it (compare-exchange; never-used objects are zero). Then pop the thread's
-//!   home shard (shards are dealt to threads round-robin), then steal from the others
+//!   home shard (shards are dealt to threads round-robin, offset by a file handle's
+//!   attachment slot so that processes start apart), then steal from the others
 //!   (see [`freelist`]). Finally record the owner tag in the object's owner word (0 → tag).
 //! - **free**: clear the owner word (tag → 0; finding 0 is a double free, reported), then push
 //!   the index onto the home shard with release ordering.

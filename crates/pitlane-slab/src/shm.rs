@@ -292,7 +292,7 @@ impl ShmSlab {
                     .fetch_add(1, Ordering::AcqRel)
                     .wrapping_add(1)
                     & ((1 << 56) - 1);
-                slab.set_owner(epoch << 8 | (slot as u64 + 1));
+                slab.set_owner(epoch << 8 | (slot as u64 + 1), slot);
                 return Ok(Self {
                     slab,
                     file,

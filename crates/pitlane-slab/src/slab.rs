@@ -62,9 +62,10 @@ thread_local! {
     static HOME: usize = NEXT_HOME.fetch_add(1, Ordering::Relaxed);
 }
 
+/// The thread's number, as dealt (0 if thread-locals are gone, during thread exit).
 #[inline]
-fn home(shards: usize) -> usize {
-    HOME.try_with(|h| *h).unwrap_or(0) % shards
+fn thread_home() -> usize {
+    HOME.try_with(|h| *h).unwrap_or(0)
 }
 
 /// A lock-free slab of fixed-size objects (see the [crate docs](crate) for the protocol).
@@ -87,6 +88,10 @@ pub struct Slab {
     geo: Geometry,
     /// The tag this handle writes into the owner word of what it allocates (never 0).
     owner: u64,
+    /// Added to the thread's number to pick its home shard: the attachment slot of a file
+    /// handle, so that the first threads of different processes (which all have thread
+    /// number 0 in a forked child) start on different shards.
+    home_base: usize,
 }
 
 impl fmt::Debug for Slab {
@@ -173,11 +178,23 @@ impl Slab {
     /// A handle on a region whose header was validated as `geo`.
     pub(crate) fn attach(region: Region, geo: Geometry, owner: u64) -> Self {
         debug_assert!(region.len() >= geo.len);
-        Self { region, geo, owner }
+        Self {
+            region,
+            geo,
+            owner,
+            home_base: 0,
+        }
     }
 
-    pub(crate) fn set_owner(&mut self, owner: u64) {
+    pub(crate) fn set_owner(&mut self, owner: u64, slot: usize) {
         self.owner = owner;
+        self.home_base = slot;
+    }
+
+    /// This thread's home shard on this handle.
+    #[inline]
+    fn home(&self) -> usize {
+        self.home_base.wrapping_add(thread_home()) % self.shards()
     }
 
     pub(crate) fn geometry(&self) -> &Geometry {
@@ -309,7 +326,7 @@ impl Slab {
                 Err(seen) => bumped = seen,
             }
         }
-        match freelist::pop_any(self, home(self.shards())) {
+        match freelist::pop_any(self, self.home()) {
             Ok(Some(index)) => self.claim(index).map(Some),
             Ok(None) => Ok(None),
             Err(e) => Err(SlabError::Corrupt(e.0)),
@@ -357,7 +374,7 @@ impl Slab {
                 Err(now) => seen = now,
             }
         }
-        freelist::push(self, home(self.shards()), id.0);
+        freelist::push(self, self.home(), id.0);
         Ok(())
     }
 
@@ -624,7 +641,7 @@ impl Slab {
             ));
         }
         for id in &report.lost {
-            freelist::push(&*self, home(self.shards()), id.0);
+            freelist::push(&*self, self.home(), id.0);
         }
         Ok(report.lost.len())
     }
@@ -649,7 +666,7 @@ impl Slab {
                 .compare_exchange(w, 0, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                freelist::push(self, home(self.shards()), i);
+                freelist::push(self, self.home(), i);
                 reclaimed += 1;
             }
         }
