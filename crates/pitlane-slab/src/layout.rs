@@ -6,7 +6,8 @@
 //! 0      header: magic, version, object size, alignment, capacity, shards, type tag,
 //!        region length, checksum (of the bytes before it)
 //! 128    bump word: how many objects were ever handed out (lazy bump allocation)
-//! 192    shard heads, one 64-byte line each (tagged index words)
+//! 256    shard heads, 128 bytes apart (tagged index words; 128, not 64, because x86's
+//!        adjacent-line prefetcher moves cache lines in pairs)
 //! ...    attachment epochs, one u64 per attachment slot
 //! ...    next links, one u32 per object
 //! ...    owner words, one u64 per object (0: not allocated)
@@ -24,8 +25,10 @@ pub const FORMAT_VERSION: u32 = 1;
 pub(crate) const CHECKSUM_AT: usize = 64;
 pub(crate) const HEADER_BYTES: usize = 72;
 pub(crate) const BUMP_AT: usize = 128;
-pub(crate) const HEADS_AT: usize = 192;
+pub(crate) const HEADS_AT: usize = 256;
 pub(crate) const LINE: usize = 64;
+/// Bytes between two shard heads.
+pub(crate) const HEAD_STRIDE: usize = 128;
 /// How many processes (handles) may be attached to one file-backed slab at once.
 pub const MAX_ATTACHED: usize = 128;
 /// The largest capacity: indices must stay below the nil index of the tagged heads.
@@ -48,6 +51,26 @@ pub(crate) struct Geometry {
     pub(crate) objects_at: usize,
     pub(crate) stride: usize,
     pub(crate) len: usize,
+    /// The bump hands out object `n * spread mod capacity` as its `n`-th: a step coprime to
+    /// the capacity (so every object comes once) near capacity / golden ratio, so that objects
+    /// handed out one after the other — which threads then keep recycling — lie far apart
+    /// and do not share cache lines of objects, links or owner words.
+    pub(crate) spread: u64,
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn spread_for(capacity: u64) -> u64 {
+    let mut p = (capacity * 618 / 1000).max(1);
+    while gcd(p, capacity) != 1 {
+        p -= 1;
+    }
+    p
 }
 
 fn align_up(x: usize, a: usize) -> Option<usize> {
@@ -70,7 +93,7 @@ impl Geometry {
             return Err("shards must be 1 to 64");
         }
         let cap = config.capacity as usize;
-        let epochs_at = HEADS_AT + LINE * config.shards as usize;
+        let epochs_at = HEADS_AT + HEAD_STRIDE * config.shards as usize;
         let next_at = epochs_at + 8 * MAX_ATTACHED;
         let owners_at = align_up(next_at + 4 * cap, 8).ok_or("too large")?;
         let objects_at =
@@ -90,7 +113,14 @@ impl Geometry {
             objects_at,
             stride,
             len,
+            spread: spread_for(u64::from(config.capacity)),
         })
+    }
+
+    /// The object the bump hands out `n`-th (`n < capacity`).
+    #[inline]
+    pub(crate) fn bumped_index(&self, n: u64) -> u32 {
+        (n * self.spread % u64::from(self.config.capacity)) as u32
     }
 
     /// The header bytes of this geometry (magic, fields, checksum).

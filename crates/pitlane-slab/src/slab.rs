@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use pitlane_sync::Tagged;
 
 use crate::freelist::{self, Links, SLAB_INDEX_BITS};
-use crate::layout::{BUMP_AT, Geometry, HEADS_AT, LINE};
+use crate::layout::{BUMP_AT, Geometry, HEAD_STRIDE, HEADS_AT};
 use crate::region::{Region, RegionKind};
 use crate::{Config, OpenError, SlabError};
 
@@ -115,7 +115,7 @@ impl Links<SLAB_INDEX_BITS> for Slab {
     }
     #[inline]
     fn head(&self, shard: usize) -> &AtomicU64 {
-        self.word64(HEADS_AT + LINE * shard)
+        self.word64(HEADS_AT + HEAD_STRIDE * shard)
     }
     #[inline]
     fn next(&self, index: u32) -> &AtomicU32 {
@@ -322,7 +322,7 @@ impl Slab {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return self.claim(bumped as u32).map(Some),
+                Ok(_) => return self.claim(self.geo.bumped_index(bumped)).map(Some),
                 Err(seen) => bumped = seen,
             }
         }
@@ -559,6 +559,10 @@ impl Slab {
                 "bump word {raw_bump} exceeds the capacity {capacity}"
             ));
         }
+        let mut handed_out = vec![false; capacity as usize];
+        for n in 0..u64::from(bumped) {
+            handed_out[self.geo.bumped_index(n) as usize] = true;
+        }
         let mut listed = vec![false; capacity as usize];
         let mut free_listed = 0_u32;
         for shard in 0..self.shards() {
@@ -577,7 +581,7 @@ impl Slab {
                     break;
                 }
                 free_listed += 1;
-                if at >= bumped {
+                if !handed_out[at as usize] {
                     problems.push(format!(
                         "shard {shard}: object {at} is listed but was never handed out"
                     ));
@@ -597,10 +601,10 @@ impl Slab {
                 if on_list {
                     problems.push(format!("object {i} is both free and owned by {w:#x}"));
                 }
-                if i >= bumped {
+                if !handed_out[i as usize] {
                     problems.push(format!("object {i} is owned but was never handed out"));
                 }
-            } else if !on_list && i < bumped {
+            } else if !on_list && handed_out[i as usize] {
                 lost.push(ObjectId(i));
             }
         }
@@ -654,7 +658,8 @@ impl Slab {
             .load(Ordering::Acquire)
             .min(u64::from(self.capacity())) as u32;
         let mut reclaimed = 0;
-        for i in 0..bumped {
+        for n in 0..u64::from(bumped) {
+            let i = self.geo.bumped_index(n);
             let owner = self.owner_word(i);
             let w = owner.load(Ordering::Acquire);
             if w == 0 || w == self.owner || !is_dead(w) {
