@@ -18,7 +18,10 @@
 //! into an object never races with the freelist.
 //!
 //! - **alloc**: while the bump word is below the capacity, take the next never-used object by
-//!   incrementing it (compare-exchange; never-used objects are zero). Then pop the thread's
+//!   incrementing it (compare-exchange; never-used objects are zero). The `n`-th object bumped
+//!   is `n * spread mod capacity`, `spread` coprime to the capacity and near capacity / 1.618,
+//!   so that objects handed out one after the other — which threads then keep recycling from
+//!   their own shards — share no cache line of objects, links or owner words. Then pop the thread's
 //!   home shard (shards are dealt to threads round-robin, offset by a file handle's
 //!   attachment slot so that processes start apart), then steal from the others
 //!   (see [`freelist`]). Finally record the owner tag in the object's owner word (0 → tag).
