@@ -2,6 +2,7 @@
 //!
 //! - `pitlane bench` — run benchmark suites and write the report (see `pitlane bench --help`).
 //! - `pitlane lincheck` — check a subject for linearizability (see `pitlane lincheck --help`).
+//! - `pitlane shm` — create, inspect, check, recover and remove file-backed slabs.
 
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod bench_cmd;
 mod lincheck_cmd;
 mod queue_subjects;
+mod shm_cmd;
 
 /// pitlane: lock-free lanes for memory and messages, measured against their peers.
 #[derive(Parser, Debug)]
@@ -25,6 +27,8 @@ enum Commands {
     Bench(bench_cmd::BenchArgs),
     /// Check a registered subject for linearizability over many rounds of random operations.
     Lincheck(lincheck_cmd::LincheckArgs),
+    /// Create, inspect, check, recover and remove file-backed slabs.
+    Shm(shm_cmd::ShmArgs),
 }
 
 /// A failure the user can fix: printed as one line, exit code 2.
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Commands::Bench(args) => bench_cmd::run(args),
         Commands::Lincheck(args) => lincheck_cmd::run(args),
+        Commands::Shm(args) => shm_cmd::run(args),
     };
     match result {
         Ok(code) => code,

@@ -9,6 +9,7 @@
 //! | [`queue`] | `queue` | `pitlane-queue` | the B-Queue SPSC, a fetch-and-add MPMC queue, a Treiber stack, the Bagpipe bag |
 //! | [`sync`] | `sync` | `pitlane-sync` | test-and-set spin locks, an ABA-safe tagged index, the loom shim |
 //! | [`wait`] | `wait` | `pitlane-wait` | the intrusive waiter queue, `Notify` and `Semaphore` as tokio's |
+//! | [`slab`] | `slab` | `pitlane-slab` | a lock-free slab of fixed-size objects, shared between processes through a file, crash-proof |
 //!
 //! ```
 //! use pitlane::queue::mpmc::Queue;
@@ -53,6 +54,18 @@ pub use pitlane_queue as queue;
 #[cfg(feature = "sync")]
 pub use pitlane_sync as sync;
 
+/// Fixed-size objects from a lock-free slab, in one process or shared by several through a
+/// file, with crash recovery (the `pitlane-slab` crate).
+///
+/// ```
+/// let slab = pitlane::slab::Slab::heap(pitlane::slab::Config::new(32, 64))?;
+/// let id = slab.alloc().unwrap();
+/// slab.write(id, 0, b"session")?;
+/// slab.free(id)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[cfg(feature = "slab")]
+pub use pitlane_slab as slab;
 /// Waiting for async code: the intrusive waiter queue, and `Notify` and `Semaphore` with
 /// tokio's API (the `pitlane-wait` crate).
 ///

@@ -10,6 +10,7 @@ use crate::runner::{Bench, BenchError};
 pub mod bag;
 pub mod lincheck;
 pub mod locks;
+pub mod slab;
 pub mod spsc;
 pub mod wait;
 
@@ -63,6 +64,7 @@ pub fn run(bench: &mut Bench, suite: &dyn Suite) -> Result<(), BenchError> {
 pub fn all() -> Vec<Box<dyn Suite>> {
     vec![
         Box::new(locks::Locks),
+        Box::new(slab::SlabSuite),
         Box::new(spsc::Spsc),
         Box::new(bag::Bag),
         Box::new(wait::Wait),

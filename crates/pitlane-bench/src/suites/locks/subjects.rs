@@ -25,11 +25,7 @@ pub(super) fn subjects() -> Vec<(&'static str, bool, Runner)> {
             false,
             run_pairs::<LockApiList<RawTasBackoff>>,
         ),
-        (
-            "pitlane::TaggedIndex (Treiber freelist)",
-            false,
-            run_pairs::<TreiberList>,
-        ),
+        ("pitlane_slab::Slab", false, run_pairs::<SlabList>),
         ("std::sync::Mutex", true, run_pairs::<StdList>),
         (
             "parking_lot::Mutex",
@@ -57,7 +53,7 @@ pub trait Freelist: Send + Sync {
 }
 
 /// The freelist as sequential code, for the lock-based subjects.
-pub(super) struct ListState {
+pub(crate) struct ListState {
     pub(super) head: u32,
     pub(super) next: Box<[u32]>,
 }
@@ -87,7 +83,7 @@ impl ListState {
     }
 }
 
-pub(super) struct LockApiList<R: RawMutex>(lock_api::Mutex<R, ListState>);
+pub(crate) struct LockApiList<R: RawMutex>(lock_api::Mutex<R, ListState>);
 
 impl<R: RawMutex + Send + Sync> Freelist for LockApiList<R> {
     fn full() -> Self {
@@ -105,7 +101,7 @@ impl<R: RawMutex + Send + Sync> Freelist for LockApiList<R> {
     }
 }
 
-pub(super) struct StdList(std::sync::Mutex<ListState>);
+pub(crate) struct StdList(std::sync::Mutex<ListState>);
 
 impl Freelist for StdList {
     fn full() -> Self {
@@ -123,57 +119,27 @@ impl Freelist for StdList {
     }
 }
 
-/// The talk's lock-free allocator: a Treiber stack of indices whose head carries a
-/// generation, so a pop that read a stale successor fails its compare-exchange.
-pub(super) struct TreiberList {
-    pub(super) head: TaggedIndex,
-    pub(super) next: Box<[AtomicU32]>,
-}
+/// The talk's lock-free allocator, as pitlane ships it: `pitlane_slab::Slab` (its Treiber
+/// freelist of tagged indices, sharded per thread, links in a side array, owner words).
+pub(crate) struct SlabList(pub(crate) pitlane_slab::Slab);
 
-impl Freelist for TreiberList {
+impl Freelist for SlabList {
     fn full() -> Self {
-        let next = (1..=OBJECTS)
-            .map(|i| AtomicU32::new(if i == OBJECTS { NIL } else { i }))
-            .collect();
-        Self {
-            head: TaggedIndex::new(0),
-            next,
-        }
+        let config = pitlane_slab::Config::new(OBJECT_SIZE, OBJECTS);
+        Self(pitlane_slab::Slab::heap(config).expect("a 4096 x 64 B slab"))
     }
 
     #[inline]
     fn alloc(&self) -> Option<u32> {
-        let mut head = self.head.load(Ordering::Acquire);
-        loop {
-            if head.is_nil() {
-                return None;
-            }
-            // May be stale if `head` was popped meanwhile; then the generation has moved on
-            // and the exchange below fails.
-            let next = self.next[head.index() as usize].load(Ordering::Relaxed);
-            match self
-                .head
-                .compare_exchange_weak(head, next, Ordering::Acquire, Ordering::Acquire)
-            {
-                Ok(_) => return Some(head.index()),
-                Err(seen) => head = seen,
-            }
-        }
+        self.0.alloc().map(pitlane_slab::ObjectId::index)
     }
 
     #[inline]
     fn free(&self, index: u32) {
-        let mut head = self.head.load(Ordering::Relaxed);
-        loop {
-            self.next[index as usize].store(head.index(), Ordering::Relaxed);
-            match self
-                .head
-                .compare_exchange_weak(head, index, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(seen) => head = seen,
-            }
-        }
+        // A double free is a broken benchmark: abort rather than report a figure.
+        self.0
+            .free(pitlane_slab::ObjectId::from_index(index))
+            .expect("the slab refused a free of an object the pool handed out");
     }
 }
 

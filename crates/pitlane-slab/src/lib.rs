@@ -1,0 +1,114 @@
+//! A lock-free slab of fixed-size objects, in one process or shared by several processes
+//! through a file, with recovery of what crashed processes held.
+//!
+//! Source: Fastly's persistent shared-state slab allocator from the talk "Racing to Win"
+//! (Nathan Taylor, Surge 2015; published as `uslab`), with three changes taken from iceoryx2's
+//! `UniqueIndexSet` / `RobustUniqueIndexSet` design: handles are **indices, never addresses**
+//! (so each process may map the file anywhere, where uslab needs a fixed address); the ABA
+//! generation shares the head word with the index (one 64-bit CAS on
+//! [`pitlane_sync::Tagged`], where uslab needs a double-width CAS); and every allocated object
+//! records an **owner**, so that the objects of a dead process can be reclaimed (uslab leaks
+//! them).
+//!
+//! # Layout and protocol
+//!
+//! A region (heap memory, an anonymous shared mapping or a file) holds a header, a bump word,
+//! one tagged head per shard, attachment epochs, a `u32` link per object, a `u64` owner word
+//! per object, and the objects. The links live apart from the objects, so what a user writes
+//! into an object never races with the freelist.
+//!
+//! - **alloc**: while the bump word is below the capacity, take the next never-used object by
+//!   incrementing it (compare-exchange; never-used objects are zero). The `n`-th object bumped
+//!   is `n * spread mod capacity`, `spread` coprime to the capacity and near capacity / 1.618,
+//!   so that objects handed out one after the other — which threads then keep recycling from
+//!   their own shards — share no cache line of objects, links or owner words. Then pop the thread's
+//!   home shard (shards are dealt to threads round-robin, offset by a file handle's
+//!   attachment slot so that processes start apart), then steal from the others
+//!   (see [`freelist`]). Finally record the owner tag in the object's owner word (0 → tag).
+//! - **free**: clear the owner word (tag → 0; finding 0 is a double free, reported), then push
+//!   the index onto the home shard with release ordering.
+//!
+//! **Linearization points.** A successful alloc takes effect at its bump exchange or at the
+//! head exchange of its pop; a free at the exchange that clears the owner word (the push that
+//! follows only makes the object available again, which the pool specification allows to
+//! happen later). An alloc returning `None` takes effect at the load that found the last shard
+//! empty; with one shard that is a moment when every object is allocated, with several shards
+//! it may be transient (see [`Slab::alloc`]).
+//!
+//! # Untrusted memory
+//!
+//! Everything in a shared region may be written at any time by another process, possibly a
+//! buggy or hostile one. The crate upholds, and its tests check:
+//! - **No Rust reference to plain data in the region.** The words of the protocol are only
+//!   touched through `&AtomicU64` / `&AtomicU32` made with `from_ptr` (atomics are
+//!   interior-mutable, so a shared reference to one is sound while others write it); object
+//!   bytes only through volatile copies ([`Slab::read`], [`Slab::write`], [`TypedSlab`]) or a
+//!   raw pointer handed to the user ([`Slab::object_ptr`]).
+//! - **Every index read from the region is bounds-checked** before it addresses memory: head
+//!   and link indices against the capacity, the bump word clamped to it. A bad index makes the
+//!   operation fail with [`SlabError::Corrupt`] (or `alloc` return `None`).
+//! - **The header is validated on open** (magic, version, checksum, each field's range, the
+//!   file's length) and the geometry is recomputed from it, never read from the file.
+//!
+//! What a hostile peer can still do: make operations fail, leak objects, hand the same object
+//! to two users (a logic error for them, not undefined behaviour here), or truncate the file,
+//! which makes the next access to the lost pages raise `SIGBUS` — mapped files share that
+//! hazard; file permissions (0600 by default) decide who is a peer.
+//!
+//! # Crash recovery
+//!
+//! See [`ShmSlab`]: owners are attachment slots with epochs, liveness is an advisory
+//! open-file-description lock held while attached, and [`ShmSlab::recover`] reclaims the
+//! objects of dead owners. [`Slab::check`] verifies a quiescent slab.
+//!
+//! ```
+//! use pitlane_slab::{Config, Slab};
+//!
+//! let slab = Slab::heap(Config::new(64, 1024))?;
+//! std::thread::scope(|s| {
+//!     for _ in 0..2 {
+//!         s.spawn(|| {
+//!             for _ in 0..1000 {
+//!                 let id = slab.alloc().unwrap();
+//!                 slab.write(id, 0, &[1; 64]).unwrap();
+//!                 slab.free(id).unwrap();
+//!             }
+//!         });
+//!     }
+//! });
+//! assert!(slab.check().is_consistent());
+//! # Ok::<(), pitlane_slab::OpenError>(())
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod freelist;
+
+#[cfg(not(pitlane_loom))]
+mod config;
+#[cfg(not(pitlane_loom))]
+mod layout;
+#[cfg(not(pitlane_loom))]
+mod region;
+#[cfg(not(pitlane_loom))]
+mod shm;
+#[cfg(not(pitlane_loom))]
+mod slab;
+#[cfg(not(pitlane_loom))]
+mod typed;
+
+#[cfg(not(pitlane_loom))]
+pub use layout::{
+    FORMAT_VERSION, MAX_ALIGN, MAX_ATTACHED, MAX_CAPACITY, MAX_OBJECT_SIZE, MAX_SHARDS,
+};
+#[cfg(not(pitlane_loom))]
+pub use region::RegionKind;
+#[cfg(not(pitlane_loom))]
+pub use shm::{RecoverReport, ShmSlab};
+#[cfg(not(pitlane_loom))]
+pub use slab::{CheckReport, ObjectId, Slab};
+#[cfg(not(pitlane_loom))]
+pub use typed::{Plain, TypedSlab};
+
+#[cfg(not(pitlane_loom))]
+pub use config::{Config, OpenError, SlabError};

@@ -1,0 +1,499 @@
+//! A slab in a file that several processes map at once, with attachment slots, owner tags and
+//! recovery of what dead processes held.
+//!
+//! # Owners and liveness
+//!
+//! Each handle attaches in one of [`MAX_ATTACHED`](crate::MAX_ATTACHED) slots: it takes an
+//! open-file-description lock (`F_OFD_SETLK`, write) on byte `LOCK_BASE + slot` of the file
+//! (past its end: the lock is advisory and touches no data), then advances the slot's epoch
+//! word in the region. Its owner tag is `epoch << 8 | (slot + 1)`. The kernel drops the lock
+//! when the process exits or is killed, whatever way it dies.
+//!
+//! An owner tag `(e, s)` is dead when slot `s`'s epoch is no longer `e` (a later handle took
+//! the slot, which it can only do after the lock was released), or when the epoch is `e` but
+//! nobody holds the slot's lock (`F_OFD_GETLK`). A handle that took the lock but has not yet
+//! advanced the epoch makes a dead `(e, s)` look alive: recovery then leaves its objects for a
+//! later `recover()`, never the reverse.
+
+use std::fs::File;
+use std::io;
+use std::ops::Deref;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use crate::layout::{Geometry, HEADER_BYTES, HeaderFault, MAGIC, MAX_ATTACHED, parse_header};
+use crate::region::Region;
+use crate::{Config, OpenError, Slab, SlabError};
+
+/// Where the attachment locks lie in the file's byte space (far past any region).
+const LOCK_BASE: i64 = 1 << 48;
+
+/// A [`Slab`] in a file mapped `MAP_SHARED`; dereferences to the slab.
+///
+/// ```
+/// use pitlane_slab::{Config, ShmSlab};
+///
+/// let dir = std::env::temp_dir().join(format!("pitlane-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("sessions.slab");
+/// let config = Config::new(64, 1000).with_type_tag(0x5e55);
+/// let a = {
+///     let slab = ShmSlab::create(&path, config)?;
+///     let a = slab.alloc().unwrap();
+///     slab.write(a, 0, b"kept")?;
+///     a
+/// };
+/// // Reopened later (by this or another process): the object is still there.
+/// let slab = ShmSlab::open(&path, config)?;
+/// let mut buf = [0; 4];
+/// slab.read(a, 0, &mut buf)?;
+/// assert_eq!(&buf, b"kept");
+/// // Its owner detached, so it counts as dead: recovery frees the object.
+/// assert_eq!(slab.recover()?.reclaimed, 1);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ShmSlab {
+    slab: Slab,
+    file: File,
+    slot: usize,
+    path: PathBuf,
+}
+
+impl std::borrow::Borrow<Slab> for ShmSlab {
+    fn borrow(&self) -> &Slab {
+        &self.slab
+    }
+}
+
+impl std::ops::DerefMut for ShmSlab {
+    fn deref_mut(&mut self) -> &mut Slab {
+        &mut self.slab
+    }
+}
+
+impl Deref for ShmSlab {
+    type Target = Slab;
+    fn deref(&self) -> &Slab {
+        &self.slab
+    }
+}
+
+/// What [`ShmSlab::recover`] did.
+///
+/// ```
+/// let r = pitlane_slab::RecoverReport::default();
+/// assert_eq!(r.reclaimed, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoverReport {
+    /// Objects of dead owners put back on the freelist.
+    pub reclaimed: u32,
+    /// Attachment slots held by a live handle (this one included) when recovery ran.
+    pub live_slots: u32,
+}
+
+fn cstring(path: &Path) -> Result<std::ffi::CString, OpenError> {
+    std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| OpenError::Io(io::Error::new(io::ErrorKind::InvalidInput, "NUL in path")))
+}
+
+fn lock_record(slot: usize, kind: libc::c_short) -> libc::flock {
+    // SAFETY: `flock` is plain data; all-zero is a valid value (l_pid must be 0 for OFD locks).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = LOCK_BASE + slot as i64;
+    fl.l_len = 1;
+    fl
+}
+
+impl ShmSlab {
+    /// Creates the file `path` (it must not exist; a symbolic link is not followed) with
+    /// mode 0600 and formats an empty slab in it.
+    ///
+    /// # Errors
+    /// [`OpenError::InvalidConfig`], or [`OpenError::Io`] (`AlreadyExists` when the path
+    /// exists, including as a symbolic link).
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-create-{}", std::process::id()));
+    /// let slab = pitlane_slab::ShmSlab::create(&path, pitlane_slab::Config::new(8, 16))?;
+    /// assert!(pitlane_slab::ShmSlab::create(&path, *slab.config()).is_err());
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create(path: impl AsRef<Path>, config: Config) -> Result<Self, OpenError> {
+        Self::create_with_mode(path, config, 0o600)
+    }
+
+    /// [`ShmSlab::create`] with the file's permission bits (applied exactly, whatever the
+    /// umask).
+    ///
+    /// # Errors
+    /// As [`ShmSlab::create`]; [`OpenError::InvalidConfig`] for a mode above `0o7777`.
+    ///
+    /// ```
+    /// use std::os::unix::fs::PermissionsExt;
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-mode-{}", std::process::id()));
+    /// let _slab = pitlane_slab::ShmSlab::create_with_mode(&path, pitlane_slab::Config::new(8, 4), 0o640)?;
+    /// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o7777, 0o640);
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_with_mode(
+        path: impl AsRef<Path>,
+        config: Config,
+        mode: u32,
+    ) -> Result<Self, OpenError> {
+        let path = path.as_ref();
+        if mode > 0o7777 {
+            return Err(OpenError::InvalidConfig("mode above 0o7777"));
+        }
+        let geo = Geometry::of(config).map_err(OpenError::InvalidConfig)?;
+        let c = cstring(path)?;
+        // SAFETY: a NUL-terminated path; the flags create a new file and never follow a link.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                mode as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(OpenError::Io(io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        let file = unsafe { File::from_raw_fd(fd) };
+        let formatted = (|| {
+            // SAFETY: a valid descriptor; fchmod only changes the permission bits.
+            if unsafe { libc::fchmod(file.as_raw_fd(), mode as libc::mode_t) } != 0 {
+                return Err(OpenError::Io(io::Error::last_os_error()));
+            }
+            file.set_len(geo.len as u64).map_err(OpenError::Io)?;
+            let region = Region::file(file.as_fd(), geo.len).map_err(OpenError::Io)?;
+            let slab = Slab::format(region, geo, 0);
+            Self::attach(slab, file, path)
+        })();
+        if formatted.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        formatted
+    }
+
+    /// Opens the slab in `path` (a symbolic link is not followed) after checking that its
+    /// header is whole and describes exactly `expected`.
+    ///
+    /// # Errors
+    /// [`OpenError::NotASlab`], [`OpenError::VersionMismatch`], [`OpenError::ConfigMismatch`],
+    /// [`OpenError::Truncated`], [`OpenError::Corrupt`], [`OpenError::TooManyAttached`] or
+    /// [`OpenError::Io`]; never a panic, whatever the file holds.
+    ///
+    /// ```
+    /// use pitlane_slab::{Config, OpenError, ShmSlab};
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-open-{}", std::process::id()));
+    /// let _made = ShmSlab::create(&path, Config::new(8, 4))?;
+    /// let err = ShmSlab::open(&path, Config::new(16, 4)).unwrap_err();
+    /// assert!(matches!(err, OpenError::ConfigMismatch { .. }));
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open(path: impl AsRef<Path>, expected: Config) -> Result<Self, OpenError> {
+        Self::open_checked(path.as_ref(), Some(expected))
+    }
+
+    /// Opens the slab in `path` whatever its configuration (read from the validated header):
+    /// for tools that inspect slabs.
+    ///
+    /// # Errors
+    /// As [`ShmSlab::open`], less `ConfigMismatch`.
+    ///
+    /// ```
+    /// use pitlane_slab::{Config, ShmSlab};
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-any-{}", std::process::id()));
+    /// let _made = ShmSlab::create(&path, Config::new(8, 4).with_type_tag(9))?;
+    /// assert_eq!(ShmSlab::open_any(&path)?.config().type_tag, 9);
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_any(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        Self::open_checked(path.as_ref(), None)
+    }
+
+    fn open_checked(path: &Path, expected: Option<Config>) -> Result<Self, OpenError> {
+        let c = cstring(path)?;
+        // SAFETY: a NUL-terminated path; the flags never follow a link nor create a file.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(OpenError::Io(io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        let file = unsafe { File::from_raw_fd(fd) };
+        let meta = file.metadata().map_err(OpenError::Io)?;
+        if !meta.file_type().is_file() {
+            return Err(OpenError::NotASlab);
+        }
+        let len = meta.len();
+        let mut header = [0_u8; HEADER_BYTES];
+        let got = read_prefix(&file, &mut header).map_err(OpenError::Io)?;
+        if got < 8 || u64::from_le_bytes(header[..8].try_into().unwrap_or([0; 8])) != MAGIC {
+            return Err(OpenError::NotASlab);
+        }
+        if got < HEADER_BYTES {
+            return Err(OpenError::Truncated {
+                expected: HEADER_BYTES as u64,
+                found: len,
+            });
+        }
+        let geo = parse_header(&header).map_err(|fault| match fault {
+            HeaderFault::NotASlab => OpenError::NotASlab,
+            HeaderFault::Version(found) => OpenError::VersionMismatch {
+                expected: crate::FORMAT_VERSION,
+                found,
+            },
+            HeaderFault::Corrupt(what) => OpenError::Corrupt(what),
+        })?;
+        if let Some(expected) = expected
+            && expected != geo.config
+        {
+            return Err(OpenError::ConfigMismatch {
+                expected,
+                found: geo.config,
+            });
+        }
+        if len < geo.len as u64 {
+            return Err(OpenError::Truncated {
+                expected: geo.len as u64,
+                found: len,
+            });
+        }
+        let region = Region::file(file.as_fd(), geo.len).map_err(OpenError::Io)?;
+        Self::attach(Slab::attach(region, geo, 0), file, path)
+    }
+
+    /// Takes a free attachment slot and the owner tag that goes with it.
+    fn attach(mut slab: Slab, file: File, path: &Path) -> Result<Self, OpenError> {
+        for slot in 0..MAX_ATTACHED {
+            let fl = lock_record(slot, libc::F_WRLCK as libc::c_short);
+            // SAFETY: a valid descriptor and a valid lock record.
+            if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) } == 0 {
+                let epoch = slab
+                    .epoch_word(slot)
+                    .fetch_add(1, Ordering::AcqRel)
+                    .wrapping_add(1)
+                    & ((1 << 56) - 1);
+                slab.set_owner(epoch << 8 | (slot as u64 + 1), slot);
+                return Ok(Self {
+                    slab,
+                    file,
+                    slot,
+                    path: path.to_path_buf(),
+                });
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EACCES) => continue,
+                _ => return Err(OpenError::Io(err)),
+            }
+        }
+        Err(OpenError::TooManyAttached)
+    }
+
+    /// The file's path as given when it was created or opened.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-path-{}", std::process::id()));
+    /// let slab = pitlane_slab::ShmSlab::create(&path, pitlane_slab::Config::new(8, 4))?;
+    /// assert_eq!(slab.path(), path);
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// This handle's attachment slot (`0..MAX_ATTACHED`).
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-slot-{}", std::process::id()));
+    /// let a = pitlane_slab::ShmSlab::create(&path, pitlane_slab::Config::new(8, 4))?;
+    /// let b = pitlane_slab::ShmSlab::open_any(&path)?;
+    /// assert_ne!(a.slot(), b.slot());
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Whether another handle (in any process) holds attachment slot `slot`.
+    fn slot_held_by_other(&self, slot: usize) -> Result<bool, SlabError> {
+        let mut fl = lock_record(slot, libc::F_WRLCK as libc::c_short);
+        // SAFETY: a valid descriptor and a valid lock record, which F_OFD_GETLK overwrites.
+        if unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) } != 0 {
+            return Err(SlabError::Io(io::Error::last_os_error().kind()));
+        }
+        Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+    }
+
+    /// The attachment slots held now, this handle's included.
+    ///
+    /// # Errors
+    /// [`SlabError::Io`] when the lock query fails.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-att-{}", std::process::id()));
+    /// let a = pitlane_slab::ShmSlab::create(&path, pitlane_slab::Config::new(8, 4))?;
+    /// assert_eq!(a.attached()?, vec![a.slot()]);
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn attached(&self) -> Result<Vec<usize>, SlabError> {
+        let mut live = Vec::new();
+        for slot in 0..MAX_ATTACHED {
+            if slot == self.slot || self.slot_held_by_other(slot)? {
+                live.push(slot);
+            }
+        }
+        Ok(live)
+    }
+
+    /// Whether the owner tag `tag` belongs to a handle that is still attached.
+    ///
+    /// # Errors
+    /// [`SlabError::Io`] when the lock query fails.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-alive-{}", std::process::id()));
+    /// let slab = pitlane_slab::ShmSlab::create(&path, pitlane_slab::Config::new(8, 4))?;
+    /// assert!(slab.is_owner_alive(slab.owner_tag())?);
+    /// assert!(!slab.is_owner_alive(12345 << 8 | 7)?);
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_owner_alive(&self, tag: u64) -> Result<bool, SlabError> {
+        let mut cache = [None; MAX_ATTACHED];
+        self.alive(tag, &mut cache)
+    }
+
+    fn alive(&self, tag: u64, cache: &mut [Option<(u64, bool)>]) -> Result<bool, SlabError> {
+        if tag == self.owner_tag() {
+            return Ok(true);
+        }
+        let slot = match (tag & 0xff) as usize {
+            // Tags of slot 0 are never written by file handles: garbage, so no live owner.
+            0 => return Ok(false),
+            s if s > MAX_ATTACHED => return Ok(false),
+            s => s - 1,
+        };
+        let epoch = tag >> 8;
+        let now = self.slab.epoch_word(slot).load(Ordering::Acquire);
+        if now != epoch {
+            return Ok(false);
+        }
+        if let Some((seen, held)) = cache[slot]
+            && seen == now
+        {
+            return Ok(held);
+        }
+        // The epoch read before the query: if the lock is free now, that epoch's holder is
+        // gone for good (a new holder advances the epoch before allocating).
+        let held = slot == self.slot || self.slot_held_by_other(slot)?;
+        cache[slot] = Some((now, held));
+        Ok(held)
+    }
+
+    /// Returns to the freelist every object whose owner is dead (its process exited or was
+    /// killed, or its handle was dropped). Safe to run at any time, from any number of
+    /// processes at once: an object is put back by whoever clears its owner word.
+    ///
+    /// A process killed in the instant between taking an object off a list and recording
+    /// itself as owner (or between clearing its ownership and listing the object) leaves that
+    /// object neither owned nor listed; `recover` cannot tell it from one in flight in a live
+    /// process. [`Slab::check`] reports such objects as lost and [`Slab::reclaim_lost`] puts
+    /// them back on a quiescent slab.
+    ///
+    /// # Errors
+    /// [`SlabError::Io`] when a lock query fails.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-rec-{}", std::process::id()));
+    /// let config = pitlane_slab::Config::new(8, 4);
+    /// let a = pitlane_slab::ShmSlab::create(&path, config)?;
+    /// let b = pitlane_slab::ShmSlab::open(&path, config)?;
+    /// b.alloc().unwrap();
+    /// assert_eq!(a.recover()?.reclaimed, 0); // b is alive
+    /// drop(b);
+    /// assert_eq!(a.recover()?.reclaimed, 1);
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recover(&self) -> Result<RecoverReport, SlabError> {
+        let mut cache = [None; MAX_ATTACHED];
+        let mut failure = None;
+        let reclaimed = self.slab.reclaim_owned_by(|tag| {
+            if failure.is_some() {
+                return false;
+            }
+            match self.alive(tag, &mut cache) {
+                Ok(alive) => !alive,
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
+            }
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(RecoverReport {
+            reclaimed,
+            live_slots: self.attached()?.len() as u32,
+        })
+    }
+
+    /// The geometry, for the CLI's `info`.
+    pub(crate) fn geometry(&self) -> &Geometry {
+        self.slab.geometry()
+    }
+
+    /// The bytes each region part takes: header and words before the objects, and objects.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-lay-{}", std::process::id()));
+    /// let slab = pitlane_slab::ShmSlab::create(&path, pitlane_slab::Config::new(64, 4))?;
+    /// let (meta, objects) = slab.layout();
+    /// assert_eq!(objects, 4 * 64);
+    /// assert!(meta + objects <= slab.region_len());
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn layout(&self) -> (usize, usize) {
+        let g = self.geometry();
+        (g.objects_at, g.stride * g.config.capacity as usize)
+    }
+}
+
+/// Reads up to `buf.len()` bytes from the start of `file`; returns how many there were.
+fn read_prefix(file: &File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}

@@ -1,0 +1,804 @@
+//! The slab: fixed-size objects handed out by index from a region, over the sharded freelist.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use pitlane_sync::Tagged;
+
+use crate::freelist::{self, Links, SLAB_INDEX_BITS};
+use crate::layout::{BUMP_AT, Geometry, HEAD_STRIDE, HEADS_AT};
+use crate::region::{Region, RegionKind};
+use crate::{Config, OpenError, SlabError};
+
+/// The owner tag of objects allocated through a heap or anonymous slab: that region has no
+/// attachment slots, so every handle shares one tag (slot field 0).
+pub(crate) const LOCAL_OWNER: u64 = 1 << 8;
+
+/// An object of a slab, named by its index: the same value means the same object in every
+/// process that maps the slab, wherever the mapping lies.
+///
+/// ```
+/// use pitlane_slab::ObjectId;
+/// let id = ObjectId::from_index(3);
+/// assert_eq!(id.index(), 3);
+/// assert_eq!(id.to_string(), "#3");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectId(u32);
+
+impl ObjectId {
+    /// The object with this index (for ids passed between processes as numbers). Every
+    /// operation checks the index against the slab's capacity.
+    ///
+    /// ```
+    /// assert_eq!(pitlane_slab::ObjectId::from_index(7).index(), 7);
+    /// ```
+    pub const fn from_index(index: u32) -> Self {
+        Self(index)
+    }
+
+    /// The object's index, below the slab's capacity.
+    ///
+    /// ```
+    /// assert_eq!(pitlane_slab::ObjectId::from_index(0).index(), 0);
+    /// ```
+    pub const fn index(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's home shard, dealt round-robin as threads first touch a slab.
+    static HOME: usize = NEXT_HOME.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The thread's number, as dealt (0 if thread-locals are gone, during thread exit).
+#[inline]
+fn thread_home() -> usize {
+    HOME.try_with(|h| *h).unwrap_or(0)
+}
+
+/// A lock-free slab of fixed-size objects (see the [crate docs](crate) for the protocol).
+///
+/// ```
+/// use pitlane_slab::{Config, Slab};
+///
+/// let slab = Slab::heap(Config::new(16, 2))?;
+/// let a = slab.alloc().unwrap();
+/// slab.write(a, 0, b"hello")?;
+/// let mut buf = [0; 5];
+/// slab.read(a, 0, &mut buf)?;
+/// assert_eq!(&buf, b"hello");
+/// slab.free(a)?;
+/// assert!(slab.free(a).is_err()); // a double free is reported
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Slab {
+    region: Region,
+    geo: Geometry,
+    /// The tag this handle writes into the owner word of what it allocates (never 0).
+    owner: u64,
+    /// Added to the thread's number to pick its home shard: the attachment slot of a file
+    /// handle, so that the first threads of different processes (which all have thread
+    /// number 0 in a forked child) start on different shards.
+    home_base: usize,
+}
+
+impl fmt::Debug for Slab {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slab")
+            .field("region", &self.region.kind())
+            .field("config", &self.geo.config)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Links<SLAB_INDEX_BITS> for Slab {
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.geo.config.capacity
+    }
+    #[inline]
+    fn shards(&self) -> usize {
+        self.geo.config.shards as usize
+    }
+    #[inline]
+    fn head(&self, shard: usize) -> &AtomicU64 {
+        self.word64(HEADS_AT + HEAD_STRIDE * shard)
+    }
+    #[inline]
+    fn next(&self, index: u32) -> &AtomicU32 {
+        self.word32(self.geo.next_at + 4 * index as usize)
+    }
+}
+
+impl Slab {
+    /// A slab in this process's heap.
+    ///
+    /// # Errors
+    /// [`OpenError::InvalidConfig`] for a configuration out of range, [`OpenError::Io`] when
+    /// the memory cannot be had.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(64, 1024))?;
+    /// assert_eq!(slab.config().capacity, 1024);
+    /// assert!(pitlane_slab::Slab::heap(pitlane_slab::Config::new(64, 0)).is_err());
+    /// # Ok::<(), pitlane_slab::OpenError>(())
+    /// ```
+    pub fn heap(config: Config) -> Result<Self, OpenError> {
+        let geo = Geometry::of(config).map_err(OpenError::InvalidConfig)?;
+        let region = Region::heap(geo.len).map_err(OpenError::Io)?;
+        Ok(Self::format(region, geo, LOCAL_OWNER))
+    }
+
+    /// A slab in an anonymous shared mapping: a child process forked after this call shares
+    /// the objects (its copy of the handle names the same memory). Crash recovery needs a file
+    /// ([`ShmSlab`](crate::ShmSlab)); here all handles share one owner tag.
+    ///
+    /// # Errors
+    /// As [`Slab::heap`].
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::anonymous(pitlane_slab::Config::new(8, 4))?;
+    /// assert_eq!(slab.region_kind(), pitlane_slab::RegionKind::Anonymous);
+    /// # Ok::<(), pitlane_slab::OpenError>(())
+    /// ```
+    pub fn anonymous(config: Config) -> Result<Self, OpenError> {
+        let geo = Geometry::of(config).map_err(OpenError::InvalidConfig)?;
+        let region = Region::anonymous(geo.len).map_err(OpenError::Io)?;
+        Ok(Self::format(region, geo, LOCAL_OWNER))
+    }
+
+    /// Writes empty heads and then the header into a zeroed region.
+    pub(crate) fn format(region: Region, geo: Geometry, owner: u64) -> Self {
+        let slab = Self::attach(region, geo, owner);
+        let nil = Tagged::<SLAB_INDEX_BITS>::new(Tagged::<SLAB_INDEX_BITS>::NIL, 0).to_bits();
+        for s in 0..slab.shards() {
+            slab.head(s).store(nil, Ordering::Relaxed);
+        }
+        let header = geo.header();
+        // SAFETY: the header lies within the region (it is at least a page long); the copy
+        // is volatile because a process opening the file may read these bytes meanwhile.
+        unsafe { volatile_copy_in(slab.region.base().as_ptr(), &header) };
+        std::sync::atomic::fence(Ordering::Release);
+        slab
+    }
+
+    /// A handle on a region whose header was validated as `geo`.
+    pub(crate) fn attach(region: Region, geo: Geometry, owner: u64) -> Self {
+        debug_assert!(region.len() >= geo.len);
+        Self {
+            region,
+            geo,
+            owner,
+            home_base: 0,
+        }
+    }
+
+    pub(crate) fn set_owner(&mut self, owner: u64, slot: usize) {
+        self.owner = owner;
+        self.home_base = slot;
+    }
+
+    /// This thread's home shard on this handle.
+    #[inline]
+    fn home(&self) -> usize {
+        self.home_base.wrapping_add(thread_home()) % self.shards()
+    }
+
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// The word at byte `at` of the region.
+    #[inline]
+    pub(crate) fn word64(&self, at: usize) -> &AtomicU64 {
+        debug_assert!(at % 8 == 0 && at + 8 <= self.region.len());
+        // SAFETY: every caller passes an offset from the geometry, 8-aligned and inside the
+        // region (whose base is page-aligned), and the region outlives `&self`. A shared
+        // reference to an atomic is sound even while other processes write the word: atomics
+        // are interior-mutable, and all access to these words is atomic.
+        unsafe { AtomicU64::from_ptr(self.region.base().as_ptr().add(at).cast()) }
+    }
+
+    #[inline]
+    fn word32(&self, at: usize) -> &AtomicU32 {
+        debug_assert!(at % 4 == 0 && at + 4 <= self.region.len());
+        // SAFETY: as in `word64`, for a 4-aligned offset inside the region.
+        unsafe { AtomicU32::from_ptr(self.region.base().as_ptr().add(at).cast()) }
+    }
+
+    #[inline]
+    fn bump(&self) -> &AtomicU64 {
+        self.word64(BUMP_AT)
+    }
+
+    #[inline]
+    pub(crate) fn owner_word(&self, index: u32) -> &AtomicU64 {
+        self.word64(self.geo.owners_at + 8 * index as usize)
+    }
+
+    pub(crate) fn epoch_word(&self, slot: usize) -> &AtomicU64 {
+        self.word64(self.geo.epochs_at + 8 * slot)
+    }
+
+    /// The configuration the slab was made with.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(24, 10).with_align(8))?;
+    /// assert_eq!((slab.config().object_size, slab.config().align), (24, 8));
+    /// # Ok::<(), pitlane_slab::OpenError>(())
+    /// ```
+    pub fn config(&self) -> &Config {
+        &self.geo.config
+    }
+
+    /// The kind of memory the slab lives in.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 1))?;
+    /// assert_eq!(slab.region_kind(), pitlane_slab::RegionKind::Heap);
+    /// # Ok::<(), pitlane_slab::OpenError>(())
+    /// ```
+    pub fn region_kind(&self) -> RegionKind {
+        self.region.kind()
+    }
+
+    /// Bytes the region occupies (header, links, owners and objects).
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(64, 100))?;
+    /// assert!(slab.region_len() >= 64 * 100);
+    /// # Ok::<(), pitlane_slab::OpenError>(())
+    /// ```
+    pub fn region_len(&self) -> usize {
+        self.geo.len
+    }
+
+    /// The owner tag this handle records in the objects it allocates.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 1))?;
+    /// let id = slab.alloc().unwrap();
+    /// assert_eq!(slab.owner_of(id)?, Some(slab.owner_tag()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn owner_tag(&self) -> u64 {
+        self.owner
+    }
+
+    /// Takes a free object; `None` when none is free.
+    ///
+    /// Never-used objects come first, by bumping a counter (they are zero bytes); then the
+    /// freelists: this thread's home shard, then the others. With one shard, `None` means
+    /// every object was allocated at the moment the empty head was read; with several it may
+    /// also be transient (an object pushed onto a shard already looked at). A corrupted list
+    /// also gives `None` (see [`Slab::try_alloc`] for the reason).
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 1).with_shards(1))?;
+    /// let a = slab.alloc().unwrap();
+    /// assert_eq!(slab.alloc(), None);
+    /// slab.free(a)?;
+    /// assert_eq!(slab.alloc(), Some(a));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn alloc(&self) -> Option<ObjectId> {
+        self.try_alloc().ok().flatten()
+    }
+
+    /// Like [`Slab::alloc`], but says when the shared words were found corrupted.
+    ///
+    /// # Errors
+    /// [`SlabError::Corrupt`] when a freelist word holds an index out of range or the object
+    /// popped is already owned (left alone: it leaks, nothing is handed out twice by us).
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 2))?;
+    /// assert!(slab.try_alloc()?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_alloc(&self) -> Result<Option<ObjectId>, SlabError> {
+        let capacity = u64::from(self.capacity());
+        let bump = self.bump();
+        let mut bumped = bump.load(Ordering::Relaxed);
+        while bumped < capacity {
+            match bump.compare_exchange_weak(
+                bumped,
+                bumped + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return self.claim(self.geo.bumped_index(bumped)).map(Some),
+                Err(seen) => bumped = seen,
+            }
+        }
+        match freelist::pop_any(self, self.home()) {
+            Ok(Some(index)) => self.claim(index).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(SlabError::Corrupt(e.0)),
+        }
+    }
+
+    /// Records this handle as the owner of `index`, which the caller just took off a list.
+    #[inline]
+    fn claim(&self, index: u32) -> Result<ObjectId, SlabError> {
+        self.owner_word(index)
+            .compare_exchange(0, self.owner, Ordering::Relaxed, Ordering::Relaxed)
+            .map(|_| ObjectId(index))
+            .map_err(|_| SlabError::Corrupt("an object on the freelist is owned"))
+    }
+
+    /// Gives an allocated object back. Any handle may free any allocated object (a process
+    /// may free what another allocated).
+    ///
+    /// # Errors
+    /// [`SlabError::OutOfRange`] for an index not below the capacity, [`SlabError::DoubleFree`]
+    /// when the object is not allocated (freed twice, or never allocated).
+    ///
+    /// ```
+    /// use pitlane_slab::{ObjectId, SlabError};
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 2))?;
+    /// let a = slab.alloc().unwrap();
+    /// slab.free(a)?;
+    /// assert_eq!(slab.free(a), Err(SlabError::DoubleFree(a)));
+    /// assert!(matches!(slab.free(ObjectId::from_index(2)), Err(SlabError::OutOfRange { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn free(&self, id: ObjectId) -> Result<(), SlabError> {
+        self.check_index(id)?;
+        let owner = self.owner_word(id.0);
+        let mut seen = owner.load(Ordering::Relaxed);
+        loop {
+            if seen == 0 {
+                return Err(SlabError::DoubleFree(id));
+            }
+            // The exchange from an owner to 0 is the free's point of no return: of two
+            // frees of one object, exactly one sees the owner.
+            match owner.compare_exchange_weak(seen, 0, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => seen = now,
+            }
+        }
+        freelist::push(self, self.home(), id.0);
+        Ok(())
+    }
+
+    /// Who owns `id` now: `None` when it is free, else the owner tag recorded by the
+    /// allocating handle (see [`ShmSlab::recover`](crate::ShmSlab::recover)).
+    ///
+    /// # Errors
+    /// [`SlabError::OutOfRange`] for an index not below the capacity.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 2))?;
+    /// let a = slab.alloc().unwrap();
+    /// assert!(slab.owner_of(a)?.is_some());
+    /// slab.free(a)?;
+    /// assert_eq!(slab.owner_of(a)?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn owner_of(&self, id: ObjectId) -> Result<Option<u64>, SlabError> {
+        self.check_index(id)?;
+        let w = self.owner_word(id.0).load(Ordering::Acquire);
+        Ok((w != 0).then_some(w))
+    }
+
+    #[inline]
+    fn check_index(&self, id: ObjectId) -> Result<(), SlabError> {
+        if id.0 < self.capacity() {
+            Ok(())
+        } else {
+            Err(SlabError::OutOfRange {
+                index: id.0,
+                capacity: self.capacity(),
+            })
+        }
+    }
+
+    /// The address of the first byte of `id` in this process's mapping of the region.
+    /// The memory may be written at any time by other threads and processes sharing the slab,
+    /// so it must only be accessed through atomics or volatile operations, never through a
+    /// Rust reference to plain data.
+    ///
+    /// # Errors
+    /// [`SlabError::OutOfRange`] for an index not below the capacity.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 2).with_align(8))?;
+    /// let a = slab.alloc().unwrap();
+    /// let p = slab.object_ptr(a)?;
+    /// // SAFETY: an allocated object of 8 bytes, 8-aligned; accessed volatilely.
+    /// unsafe { p.cast::<u64>().as_ptr().write_volatile(42) };
+    /// let mut back = [0; 8];
+    /// slab.read(a, 0, &mut back)?;
+    /// assert_eq!(u64::from_ne_bytes(back), 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn object_ptr(&self, id: ObjectId) -> Result<NonNull<u8>, SlabError> {
+        self.check_index(id)?;
+        let at = self.geo.objects_at + self.geo.stride * id.0 as usize;
+        // SAFETY: `at` is inside the region: the geometry reserves `stride * capacity` bytes
+        // from `objects_at` and the index is below the capacity.
+        Ok(unsafe { self.region.base().add(at) })
+    }
+
+    fn span(&self, id: ObjectId, offset: usize, len: usize) -> Result<NonNull<u8>, SlabError> {
+        let base = self.object_ptr(id)?;
+        let size = self.geo.config.object_size;
+        match offset.checked_add(len) {
+            Some(end) if end <= size => {
+                // SAFETY: `offset + len <= object_size`, so the span lies inside the object.
+                Ok(unsafe { base.add(offset) })
+            }
+            _ => Err(SlabError::OutOfBounds {
+                offset,
+                len,
+                object_size: size,
+            }),
+        }
+    }
+
+    /// Copies `buf.len()` bytes of `id` from `offset` into `buf` (volatile reads: another
+    /// process may be writing the object; then the copy may mix old and new bytes, as any
+    /// unsynchronised read does, but it is never undefined behaviour here).
+    ///
+    /// # Errors
+    /// [`SlabError::OutOfRange`], or [`SlabError::OutOfBounds`] when the span leaves the object.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(4, 1))?;
+    /// let a = slab.alloc().unwrap();
+    /// let mut buf = [9; 4];
+    /// slab.read(a, 0, &mut buf)?;
+    /// assert_eq!(buf, [0; 4]); // never-used objects are zero
+    /// assert!(slab.read(a, 1, &mut buf).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read(&self, id: ObjectId, offset: usize, buf: &mut [u8]) -> Result<(), SlabError> {
+        let src = self.span(id, offset, buf.len())?;
+        // SAFETY: `span` checked that `buf.len()` bytes from `src` lie in the object.
+        unsafe { volatile_copy_out(buf, src.as_ptr()) };
+        Ok(())
+    }
+
+    /// Copies `data` into `id` at `offset` (volatile writes).
+    ///
+    /// # Errors
+    /// As [`Slab::read`].
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(4, 1))?;
+    /// let a = slab.alloc().unwrap();
+    /// slab.write(a, 2, &[1, 2])?;
+    /// let mut buf = [0; 4];
+    /// slab.read(a, 0, &mut buf)?;
+    /// assert_eq!(buf, [0, 0, 1, 2]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write(&self, id: ObjectId, offset: usize, data: &[u8]) -> Result<(), SlabError> {
+        let dst = self.span(id, offset, data.len())?;
+        // SAFETY: `span` checked that `data.len()` bytes from `dst` lie in the object.
+        unsafe { volatile_copy_in(dst.as_ptr(), data) };
+        Ok(())
+    }
+
+    /// The 8 bytes of `id` at `offset` as an atomic word, for state that processes update
+    /// in place (counters, flags, sequence numbers).
+    ///
+    /// # Errors
+    /// [`SlabError::OutOfBounds`] when the word leaves the object, [`SlabError::Misaligned`]
+    /// when its address is not 8-aligned.
+    ///
+    /// ```
+    /// use std::sync::atomic::Ordering;
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(16, 1).with_align(8))?;
+    /// let a = slab.alloc().unwrap();
+    /// slab.atomic_u64(a, 8)?.fetch_add(5, Ordering::Relaxed);
+    /// assert_eq!(slab.atomic_u64(a, 8)?.load(Ordering::Relaxed), 5);
+    /// assert!(slab.atomic_u64(a, 12).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn atomic_u64(&self, id: ObjectId, offset: usize) -> Result<&AtomicU64, SlabError> {
+        let p = self.span(id, offset, 8)?;
+        if p.as_ptr().addr() % 8 != 0 {
+            return Err(SlabError::Misaligned { offset });
+        }
+        // SAFETY: 8 aligned bytes inside the region, which outlives `&self`; a reference to an
+        // atomic may alias memory others write, as long as all of them write atomically or
+        // the object is theirs (the contract of sharing an object).
+        Ok(unsafe { AtomicU64::from_ptr(p.as_ptr().cast()) })
+    }
+
+    /// The number of objects.
+    ///
+    /// ```
+    /// assert_eq!(pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 9))?.capacity(), 9);
+    /// # Ok::<(), pitlane_slab::OpenError>(())
+    /// ```
+    pub fn capacity(&self) -> u32 {
+        self.geo.config.capacity
+    }
+
+    /// Checks the freelists and owner words and reports what it found. Exact only on a
+    /// quiescent slab (no thread or process allocating or freeing meanwhile); on a busy one it
+    /// may report objects in flight as lost. It only reads, so it never harms the slab.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 4))?;
+    /// let a = slab.alloc().unwrap();
+    /// let b = slab.alloc().unwrap();
+    /// slab.free(b)?;
+    /// let report = slab.check();
+    /// assert!(report.is_consistent(), "{report}");
+    /// assert_eq!((report.bumped, report.free_listed, report.owned), (2, 1, 1));
+    /// # let _ = a;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check(&self) -> CheckReport {
+        let capacity = self.capacity();
+        let raw_bump = self.bump().load(Ordering::Acquire);
+        let bumped = raw_bump.min(u64::from(capacity)) as u32;
+        let mut problems = Vec::new();
+        if raw_bump > u64::from(capacity) {
+            problems.push(format!(
+                "bump word {raw_bump} exceeds the capacity {capacity}"
+            ));
+        }
+        let mut handed_out = vec![false; capacity as usize];
+        for n in 0..u64::from(bumped) {
+            handed_out[self.geo.bumped_index(n) as usize] = true;
+        }
+        let mut listed = vec![false; capacity as usize];
+        let mut free_listed = 0_u32;
+        for shard in 0..self.shards() {
+            let head =
+                Tagged::<SLAB_INDEX_BITS>::from_bits(self.head(shard).load(Ordering::Acquire));
+            let mut at = head.index();
+            while at != Tagged::<SLAB_INDEX_BITS>::NIL {
+                if at >= capacity {
+                    problems.push(format!("shard {shard}: index {at} out of range"));
+                    break;
+                }
+                if std::mem::replace(&mut listed[at as usize], true) {
+                    problems.push(format!(
+                        "shard {shard}: object {at} listed twice (a cycle or a shared tail)"
+                    ));
+                    break;
+                }
+                free_listed += 1;
+                if !handed_out[at as usize] {
+                    problems.push(format!(
+                        "shard {shard}: object {at} is listed but was never handed out"
+                    ));
+                }
+                at = self.next(at).load(Ordering::Relaxed);
+            }
+        }
+        let mut owned = 0_u32;
+        let mut lost = Vec::new();
+        let mut owners = BTreeMap::new();
+        for i in 0..capacity {
+            let w = self.owner_word(i).load(Ordering::Acquire);
+            let on_list = listed[i as usize];
+            if w != 0 {
+                owned += 1;
+                *owners.entry(w).or_insert(0_u32) += 1;
+                if on_list {
+                    problems.push(format!("object {i} is both free and owned by {w:#x}"));
+                }
+                if !handed_out[i as usize] {
+                    problems.push(format!("object {i} is owned but was never handed out"));
+                }
+            } else if !on_list && handed_out[i as usize] {
+                lost.push(ObjectId(i));
+            }
+        }
+        CheckReport {
+            capacity,
+            bumped,
+            free_listed,
+            owned,
+            owners,
+            lost,
+            problems,
+        }
+    }
+
+    /// Puts back on the freelist every object that was handed out but is neither owned nor
+    /// listed — what a process killed between taking an object off a list and recording
+    /// itself as its owner (or between clearing its ownership and listing it) leaves behind.
+    /// Returns how many it put back.
+    ///
+    /// Only for a quiescent slab: no other thread or process may allocate or free until it
+    /// returns (`&mut self` covers this process's threads; other processes are the caller's
+    /// business). On a busy slab it could list an object that another thread has just taken.
+    ///
+    /// # Errors
+    /// [`SlabError::Corrupt`] when [`Slab::check`] finds problems other than lost objects;
+    /// then nothing is changed.
+    ///
+    /// ```
+    /// let mut slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 4))?;
+    /// assert_eq!(slab.reclaim_lost()?, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reclaim_lost(&mut self) -> Result<usize, SlabError> {
+        let report = self.check();
+        if !report.problems.is_empty() {
+            return Err(SlabError::Corrupt(
+                "check found problems; nothing reclaimed",
+            ));
+        }
+        for id in &report.lost {
+            freelist::push(&*self, self.home(), id.0);
+        }
+        Ok(report.lost.len())
+    }
+
+    /// Returns to the freelist every object whose owner `is_dead` says is gone; used by
+    /// [`ShmSlab::recover`](crate::ShmSlab::recover).
+    pub(crate) fn reclaim_owned_by(&self, mut is_dead: impl FnMut(u64) -> bool) -> u32 {
+        let bumped = self
+            .bump()
+            .load(Ordering::Acquire)
+            .min(u64::from(self.capacity())) as u32;
+        let mut reclaimed = 0;
+        for n in 0..u64::from(bumped) {
+            let i = self.geo.bumped_index(n);
+            let owner = self.owner_word(i);
+            let w = owner.load(Ordering::Acquire);
+            if w == 0 || w == self.owner || !is_dead(w) {
+                continue;
+            }
+            // Whoever clears the owner word lists the object: a racing recover (or a free by
+            // a live process) that loses this exchange leaves it alone.
+            if owner
+                .compare_exchange(w, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                freelist::push(self, self.home(), i);
+                reclaimed += 1;
+            }
+        }
+        reclaimed
+    }
+}
+
+/// What [`Slab::check`] found.
+///
+/// ```
+/// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 4))?;
+/// let report = slab.check();
+/// assert!(report.is_consistent());
+/// assert_eq!(report.capacity, 4);
+/// # Ok::<(), pitlane_slab::OpenError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// Objects in the slab.
+    pub capacity: u32,
+    /// Objects ever handed out (the bump mark); the others are still fresh.
+    pub bumped: u32,
+    /// Objects on the freelists.
+    pub free_listed: u32,
+    /// Objects with an owner.
+    pub owned: u32,
+    /// How many objects each owner tag holds.
+    pub owners: BTreeMap<u64, u32>,
+    /// Objects handed out that are neither listed nor owned (see [`Slab::reclaim_lost`]).
+    pub lost: Vec<ObjectId>,
+    /// Inconsistencies: a cycle, an index out of range, an object both free and owned.
+    pub problems: Vec<String>,
+}
+
+impl CheckReport {
+    /// No problem and no lost object: every handed-out object is listed exactly once or owned.
+    ///
+    /// ```
+    /// assert!(pitlane_slab::CheckReport::default().is_consistent());
+    /// ```
+    pub fn is_consistent(&self) -> bool {
+        self.problems.is_empty() && self.lost.is_empty()
+    }
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "capacity {}, handed out {}, free (listed) {}, owned {}, never used {}",
+            self.capacity,
+            self.bumped,
+            self.free_listed,
+            self.owned,
+            self.capacity - self.bumped
+        )?;
+        for (owner, n) in &self.owners {
+            writeln!(f, "  owner {owner:#x}: {n} objects")?;
+        }
+        if !self.lost.is_empty() {
+            writeln!(f, "lost (neither free nor owned): {}", self.lost.len())?;
+        }
+        for p in &self.problems {
+            writeln!(f, "problem: {p}")?;
+        }
+        write!(
+            f,
+            "{}",
+            if self.is_consistent() {
+                "consistent"
+            } else {
+                "INCONSISTENT"
+            }
+        )
+    }
+}
+
+/// Copies `src` to `dst` with volatile writes, 8 bytes at a time where `dst` is aligned.
+///
+/// # Safety
+/// `dst..dst + src.len()` must be valid for writes.
+pub(crate) unsafe fn volatile_copy_in(dst: *mut u8, src: &[u8]) {
+    let mut k = 0;
+    while k < src.len() && (dst.addr() + k) % 8 != 0 {
+        // SAFETY: `k < src.len()`, inside the span the caller vouches for.
+        unsafe { dst.add(k).write_volatile(src[k]) };
+        k += 1;
+    }
+    while k + 8 <= src.len() {
+        let mut w = [0_u8; 8];
+        w.copy_from_slice(&src[k..k + 8]);
+        // SAFETY: inside the span and 8-aligned (the loop above aligned `dst + k`).
+        unsafe {
+            dst.add(k)
+                .cast::<u64>()
+                .write_volatile(u64::from_ne_bytes(w))
+        };
+        k += 8;
+    }
+    while k < src.len() {
+        // SAFETY: `k < src.len()`.
+        unsafe { dst.add(k).write_volatile(src[k]) };
+        k += 1;
+    }
+}
+
+/// Copies from `src` into `dst` with volatile reads, 8 bytes at a time where `src` is aligned.
+///
+/// # Safety
+/// `src..src + dst.len()` must be valid for reads.
+pub(crate) unsafe fn volatile_copy_out(dst: &mut [u8], src: *const u8) {
+    let mut k = 0;
+    while k < dst.len() && (src.addr() + k) % 8 != 0 {
+        // SAFETY: `k < dst.len()`, inside the span the caller vouches for.
+        dst[k] = unsafe { src.add(k).read_volatile() };
+        k += 1;
+    }
+    while k + 8 <= dst.len() {
+        // SAFETY: inside the span and 8-aligned.
+        let w = unsafe { src.add(k).cast::<u64>().read_volatile() };
+        dst[k..k + 8].copy_from_slice(&w.to_ne_bytes());
+        k += 8;
+    }
+    while k < dst.len() {
+        // SAFETY: `k < dst.len()`.
+        dst[k] = unsafe { src.add(k).read_volatile() };
+        k += 1;
+    }
+}
