@@ -170,8 +170,8 @@ mod tests {
         drop(enter().expect("nested"));
         assert!(oldest_inside().unwrap() < retired);
         drop(inside);
-        // Other tests' threads may be inside calls of their own, but none entered before
-        // our retirement and is still inside... unless it is slow; so only check our seat.
+        // Other tests' threads may be inside older eras of their own, so only our seat's
+        // word is checked: leaving cleared it.
         let seat = seat::current().unwrap();
         assert_eq!(ACTIVE[seat].load(Ordering::Relaxed), 0);
     }
