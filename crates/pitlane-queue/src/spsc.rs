@@ -35,11 +35,9 @@
 //!
 //! # The protocol
 //!
-//! The queue is a ring of `capacity` slots. Each slot holds room for one `T` and a state byte,
-//! *full* or *empty*; the paper uses a null value as "empty", which a generic `T` cannot spare.
-//! The states and the values live in two arrays, so that the values of consecutive slots are
-//! contiguous and [chunks](#chunks) can lend them out as slices; a cache line of states covers
-//! 64 slots, so the state lines move between the ends' caches far less often than the values.
+//! The queue is a ring of `capacity` slots. Each slot holds room for one `T` and a state word,
+//! *full* or *empty*; the paper uses a null value as "empty", which a generic `T` cannot spare,
+//! so the state lives beside the value, in the same cache line for small `T`.
 //!
 //! - The **producer** writes the value, then stores *full* with `Release`. It only writes into
 //!   slots it has seen *empty*.
@@ -83,25 +81,6 @@
 //! A batch never wraps around the end of the ring, so the fast path of a push or a pop is one
 //! slot access, one state store and one pointer bump, with no modulo and no shared load.
 //!
-//! # Chunks
-//!
-//! [`Producer::write_chunk_uninit`] lends `n` free slots in place, as at most two slices of
-//! `MaybeUninit<T>` (two when the stretch wraps past the ring's end), and
-//! [`Consumer::read_chunk`] lends `n` values as at most two slices of `T`, as
-//! [`rtrb`](https://docs.rs/rtrb) does. Getting a chunk is one probe, as for a batch: the far
-//! slot of the stretch is empty (full), so every slot before it is. A write chunk's commit of
-//! `k` slots is `k` pushes in a row, a read chunk's `k` pops: one `Release` store of the
-//! slot's new state per slot, in ring order, after the values were written (moved out).
-//!
-//! The order matters, and it is the one the single operations use: the consumer takes a full
-//! far slot as proof that the whole stretch before it is full, and starts emptying those slots
-//! at once. Were the producer to store the states of a chunk from its last slot backwards, the
-//! consumer could see the last one full, take the first slot while its state was still empty,
-//! and have its store of empty overwritten by the producer's late store of full: a value popped
-//! twice. Forwards, each `Release` store orders every earlier one, and the `Acquire` load that
-//! sees the far slot full sees them all. Relaxed stores after one `Release` fence would not do
-//! either: a fence orders the values before the stores, not the stores among themselves.
-//!
 //! # Linearization points
 //!
 //! - A successful push takes effect at its `Release` store of *full* into the slot.
@@ -118,6 +97,34 @@
 //!   never a later slot without the earlier ones. Getting a chunk changes nothing in the queue;
 //!   a chunk that could not be had takes effect at the `Acquire` load that found its far slot
 //!   unusable, and the count in its [`ChunkError`] is a snapshot taken just after.
+//!
+//! # Chunks: values written and read in place
+//!
+//! [`Producer::write_chunk_uninit`] reserves `n` free slots at once and lets the caller write
+//! each value where it will sit ([`WriteChunkUninit::slot`]); [`WriteChunkUninit::commit`]
+//! publishes them. [`Consumer::read_chunk`] lends `n` queued values in place
+//! ([`ReadChunk::get`], [`ReadChunk::iter`]); [`ReadChunk::commit`] takes them out, and the
+//! chunk's iterator moves them out one by one. Getting a chunk is one probe, as for a batch:
+//! the far slot of the stretch is empty (full), so every slot before it is. A chunk may wrap
+//! around the ring's end. After a chunk, the end starts over with a fresh probe where the chunk
+//! ended. `std::io::Write` for `Producer<u8>` and `std::io::Read` for `Consumer<u8>` move bytes
+//! without blocking.
+//!
+//! Slots are reached by index, not lent as slices as [`rtrb`](https://docs.rs/rtrb) does:
+//! values are not contiguous, because each sits beside its own state so that one cache line
+//! carries both from one end to the other. Keeping states in an array apart from the values
+//! (which slices need) was measured slower on every workload where the two ends work close
+//! together, up to 1.6× per round trip; `docs/notes/spsc-layout.md` has the figures.
+//!
+//! A write chunk's commit of `k` slots is `k` pushes in a row, a read chunk's `k` pops: one
+//! `Release` store of the slot's new state per slot, in ring order, after the value was
+//! written (moved out). The order matters, and it is the one the single operations use: the
+//! consumer takes a full far slot as proof that the whole stretch before it is full, and starts
+//! emptying those slots at once. Were the producer to store the states of a chunk from its last
+//! slot backwards, the consumer could see the last one full, take the first slot while its
+//! state was still empty, and have its store of empty overwritten by the producer's late store
+//! of full: a value popped twice. Forwards, each `Release` store orders every earlier one, and
+//! the `Acquire` load that sees the far slot full sees them all.
 //!
 //! # Capacity and batch size
 //!
@@ -137,8 +144,6 @@
 //! are `UnwindSafe` and `RefUnwindSafe`: a panic in user code (an iterator, a `Clone`, a
 //! `Drop`) leaves an end consistent, with every value it had taken in or out accounted for.
 
-mod chunk;
-
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
@@ -148,11 +153,8 @@ use core::panic::{RefUnwindSafe, UnwindSafe};
 use core::ptr::NonNull;
 
 pub use crate::error::{PopError, PushError};
-pub use chunk::{ChunkError, ReadChunk, ReadChunkIntoIter, WriteChunkUninit};
-use core::alloc::Layout;
-use core::cell::UnsafeCell;
-
 use pitlane_sync::shim::atomic::{AtomicBool, AtomicU8, Ordering};
+use pitlane_sync::shim::cell::UnsafeCell;
 use pitlane_sync::shim::hint::spin_loop;
 
 /// The longest batch the defaults choose, whatever the capacity.
@@ -259,9 +261,8 @@ impl Builder {
     /// A queue of `capacity` slots with the default batch size and adaptive backtracking.
     ///
     /// ```
-    /// let (producer, _consumer) = pitlane_queue::spsc::Builder::new(8).build::<u8>()?;
+    /// let (producer, _consumer) = pitlane_queue::spsc::Builder::new(8).build::<u8>().unwrap();
     /// assert_eq!(producer.capacity(), 8);
-    /// # Ok::<(), pitlane_queue::spsc::ChannelError>(())
     /// ```
     pub fn new(capacity: usize) -> Self {
         Self {
@@ -272,7 +273,8 @@ impl Builder {
         }
     }
 
-    /// The longest run of slots one probe may claim, on both ends (`1..=capacity`).
+    /// The longest run of slots one probe may claim, on both ends (`1..=capacity`; anything
+    /// else makes [`build`](Self::build) fail).
     ///
     /// ```
     /// use pitlane_queue::spsc::{Builder, ChannelError};
@@ -288,16 +290,14 @@ impl Builder {
         self
     }
 
-    /// How much the starting distance of a search grows after each search (at least 1).
+    /// How much the starting distance of a search grows after each search (at least 1; any
+    /// larger value, up to `usize::MAX`, only makes searches start from the full batch).
     ///
     /// ```
     /// use pitlane_queue::spsc::{Builder, ChannelError};
     ///
-    /// assert!(Builder::new(64).increment(usize::MAX).build::<u8>().is_ok());
-    /// assert_eq!(
-    ///     Builder::new(64).increment(0).build::<u8>().unwrap_err(),
-    ///     ChannelError::ZeroIncrement
-    /// );
+    /// assert!(Builder::new(8).increment(usize::MAX).build::<u8>().is_ok());
+    /// assert_eq!(Builder::new(8).increment(0).build::<u8>().unwrap_err(), ChannelError::ZeroIncrement);
     /// ```
     pub fn increment(mut self, increment: usize) -> Self {
         self.increment = Some(increment);
@@ -310,35 +310,33 @@ impl Builder {
     ///
     /// ```
     /// let (mut producer, mut consumer) =
-    ///     pitlane_queue::spsc::Builder::new(16).adaptive(false).build::<u8>()?;
+    ///     pitlane_queue::spsc::Builder::new(4).adaptive(false).build::<u8>().unwrap();
     /// producer.try_push(1).unwrap();
     /// assert_eq!(consumer.try_pop(), Ok(1));
-    /// # Ok::<(), pitlane_queue::spsc::ChannelError>(())
     /// ```
     pub fn adaptive(mut self, adaptive: bool) -> Self {
         self.adaptive = adaptive;
         self
     }
 
-    /// Allocates the ring and returns the two ends, or says why it cannot.
+    /// Allocates the ring and returns the two ends, or says why it cannot (a bad setting, or
+    /// an allocation the allocator refused: never an abort).
     ///
     /// ```
     /// use pitlane_queue::spsc::{Builder, ChannelError};
     ///
-    /// let (mut producer, mut consumer) = Builder::new(4).batch(2).build::<&str>()?;
-    /// producer.try_push("built").unwrap();
-    /// assert_eq!(consumer.try_pop(), Ok("built"));
     /// assert_eq!(Builder::new(0).build::<u8>().unwrap_err(), ChannelError::ZeroCapacity);
-    /// # Ok::<(), ChannelError>(())
+    /// assert!(matches!(
+    ///     Builder::new(1 << 58).build::<u64>(),
+    ///     Err(ChannelError::OutOfMemory { .. })
+    /// ));
     /// ```
     pub fn build<T>(self) -> Result<(Producer<T>, Consumer<T>), ChannelError> {
         let capacity = self.capacity;
         if capacity == 0 {
             return Err(ChannelError::ZeroCapacity);
         }
-        if Layout::array::<AtomicBool>(capacity).is_err()
-            || Layout::array::<MaybeUninit<T>>(capacity).is_err()
-        {
+        if core::alloc::Layout::array::<Slot<T>>(capacity).is_err() {
             return Err(ChannelError::CapacityOverflow);
         }
         let batch = self.batch.unwrap_or(default_batch(capacity));
@@ -356,23 +354,45 @@ impl Builder {
             streaming: false,
         };
 
-        let shared = NonNull::from(Box::leak(Box::new(Shared::allocate(capacity)?)));
-        // SAFETY: `shared` was just made from a live box, freed only when both ends leave.
-        let ring = Ring::new(unsafe { shared.as_ref() });
+        let slots = allocate_slots::<T>(capacity)?;
+        let shared = NonNull::from(Box::leak(Box::new(Shared {
+            slots,
+            gone: AtomicU8::new(0),
+        })));
+        let ring = Ring {
+            // SAFETY: `shared` was just made from a live box, freed only when both ends leave.
+            slots: NonNull::from(&*unsafe { shared.as_ref() }.slots).cast::<Slot<T>>(),
+            capacity,
+            _values: PhantomData,
+        };
         let producer = Producer {
             ring,
-            run: Run::empty_at(0),
+            run: Run::empty_at(ring.slots),
             batching: batching.clone(),
             shared,
         };
         let consumer = Consumer {
             ring,
-            run: Run::empty_at(0),
+            run: Run::empty_at(ring.slots),
             batching,
             shared,
         };
         Ok((producer, consumer))
     }
+}
+
+/// `capacity` empty slots, or [`ChannelError::OutOfMemory`] if the allocator cannot provide
+/// them (never an abort).
+fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
+    let mut slots = Vec::new();
+    if slots.try_reserve_exact(capacity).is_err() {
+        return Err(ChannelError::OutOfMemory {
+            capacity,
+            bytes: capacity.saturating_mul(core::mem::size_of::<Slot<T>>()),
+        });
+    }
+    slots.extend((0..capacity).map(|_| Slot::new()));
+    Ok(slots.into_boxed_slice())
 }
 
 /// Why a queue could not be created.
@@ -419,21 +439,29 @@ impl fmt::Display for ChannelError {
 
 impl core::error::Error for ChannelError {}
 
+/// One place in the ring.
+struct Slot<T> {
+    /// [`FULL`] while `value` holds a value the consumer has not taken, [`EMPTY`] otherwise.
+    /// Only the producer turns it full and only the consumer turns it empty, each with
+    /// `Release` after its access to `value`; each reads it with `Acquire` before its access.
+    state: AtomicBool,
+    /// Initialised exactly while `state` is full.
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+impl<T> Slot<T> {
+    fn new() -> Self {
+        Self {
+            state: AtomicBool::new(EMPTY),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+}
+
 /// What both ends own together: the slots and the news of each end's departure. It lives in a
 /// box of its own that the last end to leave frees.
-///
-/// Slot `i` is the pair `states[i]`, `values[i]`. The two live in separate arrays so that the
-/// values of consecutive slots are contiguous and can be lent out as slices (see the chunks).
 struct Shared<T> {
-    /// [`FULL`] while the value of its slot holds a value the consumer has not taken, [`EMPTY`]
-    /// otherwise. Only the producer turns a state full and only the consumer turns it empty,
-    /// each with `Release` after its access to the value; each reads it with `Acquire` before
-    /// its access.
-    states: Box<[AtomicBool]>,
-    /// Initialised exactly while the state of the same index is full.
-    values: Box<[UnsafeCell<MaybeUninit<T>>]>,
-    /// Loom's record of who touches which value (see [`Access`]); nothing in production.
-    access: Box<[Access]>,
+    slots: Box<[Slot<T>]>,
     /// [`PRODUCER_GONE`] and [`CONSUMER_GONE`], each set once, with `AcqRel`, by the end
     /// leaving. This is the reference count of the box as well: an end that finds the other's
     /// bit already set is the last and frees it. (A `std::sync::Arc` would do, but its fence
@@ -447,35 +475,6 @@ const PRODUCER_GONE: u8 = 1;
 const CONSUMER_GONE: u8 = 2;
 
 impl<T> Shared<T> {
-    /// `capacity` empty slots, or [`ChannelError::OutOfMemory`] if the allocator cannot provide
-    /// them (never an abort).
-    fn allocate(capacity: usize) -> Result<Self, ChannelError> {
-        let out_of_memory = ChannelError::OutOfMemory {
-            capacity,
-            bytes: capacity
-                .saturating_mul(core::mem::size_of::<AtomicBool>())
-                .saturating_add(capacity.saturating_mul(core::mem::size_of::<T>())),
-        };
-        let mut states = Vec::new();
-        let mut values = Vec::new();
-        let mut access = Vec::new();
-        if states.try_reserve_exact(capacity).is_err()
-            || values.try_reserve_exact(capacity).is_err()
-            || access.try_reserve_exact(capacity).is_err()
-        {
-            return Err(out_of_memory);
-        }
-        states.extend((0..capacity).map(|_| AtomicBool::new(EMPTY)));
-        values.resize_with(capacity, || UnsafeCell::new(MaybeUninit::uninit()));
-        access.resize_with(capacity, Access::new);
-        Ok(Self {
-            states: states.into_boxed_slice(),
-            values: values.into_boxed_slice(),
-            access: access.into_boxed_slice(),
-            gone: AtomicU8::new(0),
-        })
-    }
-
     /// Whether the end with bit `end` has left.
     fn has_left(&self, end: u8) -> bool {
         self.gone.load(Ordering::Acquire) & end != 0
@@ -502,62 +501,20 @@ impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
         // Both ends are gone, and the last one's `AcqRel` update of `gone` synchronised with
         // everything the other did, so every state word is final.
-        let slots = self
-            .states
-            .iter()
-            .zip(self.values.iter_mut())
-            .zip(&self.access);
-        for ((state, value), access) in slots {
-            if state.load(Ordering::Acquire) == FULL {
-                access.write();
+        for slot in self.slots.iter() {
+            if slot.state.load(Ordering::Acquire) == FULL {
                 // SAFETY: a full slot holds an initialised value that no end took; nothing else
-                // can reach it any more, and it is dropped once because `values` goes next.
-                unsafe { value.get_mut().assume_init_drop() };
+                // can reach it any more, and it is dropped once because `slots` goes next.
+                slot.value
+                    .with_mut(|value| unsafe { value.cast::<T>().drop_in_place() });
             }
         }
     }
 }
 
-/// Loom's view of the values: an empty cell per slot whose accesses loom checks for races,
-/// touched wherever the value of the slot is written or read. The values themselves live in
-/// plain cells, contiguous, so that chunks can lend them as slices; in production this is a
-/// zero-sized type and every call is nothing.
-#[cfg(pitlane_loom)]
-struct Access(loom::cell::UnsafeCell<()>);
-
-/// Loom's view of the values (see the loom build's documentation); nothing in production.
-#[cfg(not(pitlane_loom))]
-struct Access;
-
-impl Access {
-    fn new() -> Self {
-        #[cfg(pitlane_loom)]
-        return Self(loom::cell::UnsafeCell::new(()));
-        #[cfg(not(pitlane_loom))]
-        Self
-    }
-
-    /// Records a write of the slot's value.
-    #[inline(always)]
-    fn write(&self) {
-        #[cfg(pitlane_loom)]
-        self.0.with_mut(|_| ());
-    }
-
-    /// Records a read of the slot's value.
-    #[inline(always)]
-    fn read(&self) {
-        #[cfg(pitlane_loom)]
-        self.0.with(|_| ());
-    }
-}
-
-/// The slots as seen by one end: pointers into [`Shared`]'s arrays, valid until the end
-/// leaves.
+/// The slots as seen by one end: a pointer into `Shared::slots`, valid until the end leaves.
 struct Ring<T> {
-    states: NonNull<AtomicBool>,
-    values: NonNull<MaybeUninit<T>>,
-    access: NonNull<Access>,
+    slots: NonNull<Slot<T>>,
     capacity: usize,
     _values: PhantomData<T>,
 }
@@ -571,77 +528,15 @@ impl<T> Clone for Ring<T> {
 impl<T> Copy for Ring<T> {}
 
 impl<T> Ring<T> {
-    /// The arrays of `shared`, for an end that will leave no earlier than `shared` is freed.
-    fn new(shared: &Shared<T>) -> Self {
-        Self {
-            states: NonNull::from(&*shared.states).cast(),
-            // Through the cells, so that the pointer may write the values.
-            values: NonNull::from(&*shared.values).cast(),
-            access: NonNull::from(&*shared.access).cast(),
-            capacity: shared.states.len(),
-            _values: PhantomData,
-        }
-    }
-
-    /// The state of slot `index`.
+    /// The slot at `index`.
     ///
     /// # Safety
     /// `index < self.capacity`, and the end calling has not left.
     #[inline(always)]
-    unsafe fn state(&self, index: usize) -> &AtomicBool {
+    unsafe fn slot(&self, index: usize) -> &Slot<T> {
         debug_assert!(index < self.capacity);
         // SAFETY: by the caller, `index` is in bounds of the live boxed slice.
-        unsafe { self.states.add(index).as_ref() }
-    }
-
-    /// The value of slot `index`, uninitialised or not.
-    ///
-    /// # Safety
-    /// `index <= self.capacity` (one past the end only to form the end of a slice), and the end
-    /// calling has not left.
-    #[inline(always)]
-    unsafe fn value(&self, index: usize) -> NonNull<MaybeUninit<T>> {
-        debug_assert!(index <= self.capacity);
-        // SAFETY: by the caller, in bounds or one past the end of the live boxed slice.
-        unsafe { self.values.add(index) }
-    }
-
-    /// Loom's record of slot `index` (see [`Access`]).
-    ///
-    /// # Safety
-    /// As for [`Ring::state`].
-    #[inline(always)]
-    unsafe fn access(&self, index: usize) -> &Access {
-        // SAFETY: by the caller, `index` is in bounds of the live boxed slice.
-        unsafe { self.access.add(index).as_ref() }
-    }
-
-    /// Moves `value` into slot `index`.
-    ///
-    /// # Safety
-    /// `index < capacity`; the slot is empty and this end, the producer, has seen it so
-    /// (`Acquire`), so the consumer no longer reads it and will not until it sees the slot
-    /// full; the end has not left.
-    #[inline(always)]
-    unsafe fn write(&self, index: usize, value: T) {
-        // SAFETY: by the caller.
-        unsafe { self.access(index) }.write();
-        // SAFETY: by the caller, the value is this end's to write.
-        unsafe { self.value(index).cast::<T>().write(value) };
-    }
-
-    /// Moves the value out of slot `index`.
-    ///
-    /// # Safety
-    /// `index < capacity`; the slot is full and this end, the consumer, has seen it so
-    /// (`Acquire`), so the value is initialised and the producer no longer touches it; the
-    /// caller marks the slot empty afterwards, so the value is moved out once.
-    #[inline(always)]
-    unsafe fn read(&self, index: usize) -> T {
-        // SAFETY: by the caller.
-        unsafe { self.access(index) }.read();
-        // SAFETY: by the caller, the value is initialised and this end's to take.
-        unsafe { self.value(index).cast::<T>().read() }
+        unsafe { self.slots.add(index).as_ref() }
     }
 
     /// Claims the next run of slots in state `wanted` for an end whose `run` is used up; false
@@ -651,19 +546,21 @@ impl<T> Ring<T> {
     /// # Safety
     /// `run` is this end's, used up, and the end has not left.
     #[inline(always)]
-    unsafe fn claim(&self, run: &mut Run, wanted: bool, batching: &mut Batching) -> bool {
+    unsafe fn claim(&self, run: &mut Run<T>, wanted: bool, batching: &mut Batching) -> bool {
         // The next slot, wrapping from one past the last slot to the first.
-        let next = if run.next == self.capacity {
-            0
+        // SAFETY: `capacity` is one past the last slot of the same allocation.
+        let next = if run.next == unsafe { self.slots.add(self.capacity) } {
+            self.slots
         } else {
             run.next
         };
         // Whether the next slot is usable decides between "a run of at least one" and
         // "full"/"empty"; this load is the linearization point of the failing operation.
-        // SAFETY: `next < capacity`.
-        if unsafe { self.state(next) }.load(Ordering::Acquire) != wanted {
+        // SAFETY: `next` points at a slot of the live ring.
+        if unsafe { next.as_ref() }.state.load(Ordering::Acquire) != wanted {
             batching.streaming = false;
-            *run = Run::empty_at(next);
+            run.next = next;
+            run.end = next;
             return false;
         }
         // SAFETY: as for this function, and the slot at `next` is `wanted`.
@@ -672,18 +569,21 @@ impl<T> Ring<T> {
     }
 
     /// The rest of [`Ring::claim`] once the next slot is known to be usable: out of line, so
-    /// that a poll of an empty (or full) queue stays a few instructions.
+    /// that a poll of an empty (or full) queue stays a few instructions. Not `#[cold]`: a
+    /// streaming end comes here once per batch.
     ///
     /// # Safety
-    /// As for `claim`, and `start < capacity` is a slot seen `wanted`.
+    /// As for `claim`, and `next` points at a slot of the ring seen `wanted`.
     #[inline(never)]
     unsafe fn claim_from(
         &self,
-        start: usize,
-        run: &mut Run,
+        next: NonNull<Slot<T>>,
+        run: &mut Run<T>,
         wanted: bool,
         batching: &mut Batching,
     ) {
+        // SAFETY: both point into the slots.
+        let start = unsafe { next.offset_from(self.slots) } as usize;
         // SAFETY: `start < capacity` and its slot is `wanted`.
         let len = unsafe { self.probe_run(start, wanted, batching) };
         *run = self.run(start, len);
@@ -703,7 +603,10 @@ impl<T> Ring<T> {
         // covering the run.
         let usable = |size: usize| {
             // SAFETY: callers pass `1 <= size <= capacity - start`, so the index is in bounds.
-            unsafe { self.state(start + size - 1) }.load(Ordering::Acquire) == wanted
+            unsafe { self.slot(start + size - 1) }
+                .state
+                .load(Ordering::Acquire)
+                == wanted
         };
         let first = batching.start().min(self.capacity - start);
         let mut size = first;
@@ -752,7 +655,7 @@ impl<T> Ring<T> {
                 index -= self.capacity;
             }
             // SAFETY: `index < capacity`, wrapped above.
-            if unsafe { self.state(index) }.load(Ordering::Acquire) == wanted {
+            if unsafe { self.slot(index) }.state.load(Ordering::Acquire) == wanted {
                 low = middle + 1;
             } else {
                 high = middle;
@@ -767,37 +670,37 @@ impl<T> Ring<T> {
     ///
     /// `start + len <= capacity`: runs never wrap (`probe_run` ensures it).
     #[inline]
-    fn run(&self, start: usize, len: usize) -> Run {
+    fn run(&self, start: usize, len: usize) -> Run<T> {
         assert!(start + len <= self.capacity);
-        Run {
-            next: start,
-            end: start + len,
+        // SAFETY: both offsets are at most `capacity`, in or one past the end of the slots.
+        unsafe {
+            Run {
+                next: self.slots.add(start),
+                end: self.slots.add(start + len),
+            }
         }
     }
 
     /// The index of `run`'s next slot, wrapped into `0..capacity` (a used-up run may end
     /// one past the last slot).
     #[inline(always)]
-    fn position_of(&self, run: &Run) -> usize {
-        if run.next == self.capacity {
-            0
-        } else {
-            run.next
-        }
+    fn position_of(&self, run: &Run<T>) -> usize {
+        // SAFETY: `run.next` points into the slots or one past their end (see `Ring::run`).
+        let index = unsafe { run.next.offset_from(self.slots) } as usize;
+        if index == self.capacity { 0 } else { index }
     }
 }
 
-/// The slots one end has claimed: indices `next` up to, not including, `end`, with
-/// `next <= end <= capacity`.
-#[derive(Clone, Copy, Debug)]
-struct Run {
-    next: usize,
-    end: usize,
+/// The slots one end has claimed: `next` up to, not including, `end`. Both point into the
+/// ring or one past its last slot, with `next <= end`.
+struct Run<T> {
+    next: NonNull<Slot<T>>,
+    end: NonNull<Slot<T>>,
 }
 
-impl Run {
+impl<T> Run<T> {
     /// No slot claimed, positioned at `at`.
-    fn empty_at(at: usize) -> Self {
+    fn empty_at(at: NonNull<Slot<T>>) -> Self {
         Self { next: at, end: at }
     }
 
@@ -810,16 +713,33 @@ impl Run {
     /// How many claimed slots are left.
     #[inline]
     fn len(&self) -> usize {
-        self.end - self.next
+        // SAFETY: both point into the same slots, `next <= end`.
+        unsafe { self.end.offset_from(self.next) as usize }
     }
 
-    /// The index of the next slot; the run moves past it.
+    /// The next slot, without using it.
+    ///
+    /// # Safety
+    /// The run is not used up, and the ring is alive.
     #[inline(always)]
-    fn take(&mut self) -> usize {
+    unsafe fn peek(&self) -> &Slot<T> {
         debug_assert!(!self.is_used_up());
-        let index = self.next;
-        self.next = index + 1;
-        index
+        // SAFETY: by the caller, `next` points at a live slot.
+        unsafe { self.next.as_ref() }
+    }
+
+    /// The next slot; the run moves past it.
+    ///
+    /// # Safety
+    /// The run is not used up, and the ring is alive (for the lifetime chosen by the caller).
+    #[inline(always)]
+    unsafe fn take<'a>(&mut self) -> &'a Slot<T> {
+        debug_assert!(!self.is_used_up());
+        let slot = self.next;
+        // SAFETY: `next < end`, so one more is at most `end`, in or one past the slots.
+        self.next = unsafe { slot.add(1) };
+        // SAFETY: by the caller, `slot` points at a live slot.
+        unsafe { slot.as_ref() }
     }
 }
 
@@ -862,7 +782,7 @@ impl Batching {
 pub struct Producer<T> {
     ring: Ring<T>,
     /// The empty slots this end has claimed; `run.next` is the paper's `head`.
-    run: Run,
+    run: Run<T>,
     batching: Batching,
     /// This end's share of the box holding the slots.
     shared: NonNull<Shared<T>>,
@@ -971,12 +891,12 @@ impl<T> Producer<T> {
     }
 
     /// How many values could be pushed now: a snapshot, never more than there is room for
-    /// (the consumer only makes more room). Reads `O(log capacity)` slot states.
+    /// (the consumer only makes more room).
     ///
     /// ```
     /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(4);
-    /// producer.push_slice(&[1, 2, 3]);
-    /// assert_eq!(producer.free_slots(), 1);
+    /// producer.try_push(1).unwrap();
+    /// assert_eq!(producer.free_slots(), 3);
     /// ```
     pub fn free_slots(&self) -> usize {
         let start = self.position();
@@ -995,7 +915,10 @@ impl<T> Producer<T> {
     pub fn is_full(&self) -> bool {
         // SAFETY: `position() < capacity`, and this end has not left.
         self.run.is_used_up()
-            && unsafe { self.ring.state(self.position()) }.load(Ordering::Acquire) == FULL
+            && unsafe { self.ring.slot(self.position()) }
+                .state
+                .load(Ordering::Acquire)
+                == FULL
     }
 
     /// Whether the consumer has been dropped. Once it has, nothing pushed will be popped (the
@@ -1028,13 +951,14 @@ impl<T> Producer<T> {
     /// The run is not used up.
     #[inline(always)]
     unsafe fn write_next(&mut self, value: T) {
-        let index = self.run.take();
-        // SAFETY: by the caller, the run had a next slot: it is empty (probed with `Acquire`,
-        // after the consumer's `Release` store of empty), and the consumer will not read it
-        // until it sees the store of full below.
-        unsafe { self.ring.write(index, value) };
-        // SAFETY: `index < capacity`, in the run.
-        unsafe { self.ring.state(index) }.store(FULL, Ordering::Release);
+        // SAFETY: by the caller, the run has a next slot.
+        let slot = unsafe { self.run.take() };
+        // SAFETY: the slot is empty (probed with `Acquire`, after the consumer's `Release`
+        // store of empty), so the consumer no longer reads it and will not until it sees the
+        // store of full below.
+        slot.value
+            .with_mut(|cell| unsafe { cell.cast::<T>().write(value) });
+        slot.state.store(FULL, Ordering::Release);
     }
 
     /// Claims the next run of empty slots; false if the queue is full.
@@ -1073,7 +997,7 @@ impl<T> fmt::Debug for Producer<T> {
 pub struct Consumer<T> {
     ring: Ring<T>,
     /// The full slots this end has claimed; `run.next` is the paper's `tail`.
-    run: Run,
+    run: Run<T>,
     batching: Batching,
     /// This end's share of the box holding the slots.
     shared: NonNull<Shared<T>>,
@@ -1104,7 +1028,8 @@ impl<T> Consumer<T> {
         Ok(unsafe { self.read_next() })
     }
 
-    /// The oldest value, left in the queue, or [`PopError::Empty`].
+    /// The oldest value, left in the queue, or [`PopError::Empty`]. Takes `&self`: looking
+    /// changes nothing, so a peeked value can be compared with others held meanwhile.
     ///
     /// ```
     /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(2);
@@ -1113,20 +1038,24 @@ impl<T> Consumer<T> {
     /// assert_eq!(consumer.try_pop().as_deref(), Ok("front"));
     /// ```
     pub fn peek(&self) -> Result<&T, PopError> {
-        let tail = self.position();
-        // A claimed run is full; otherwise one look at the next slot, claiming nothing (that
-        // would need `&mut self`): the next `try_pop` claims as usual.
-        // SAFETY: `tail < capacity`, and this end has not left.
-        if self.run.is_used_up() && unsafe { self.ring.state(tail) }.load(Ordering::Acquire) != FULL
-        {
-            return Err(PopError::Empty);
-        }
-        // SAFETY: as above.
-        unsafe { self.ring.access(tail) }.read();
-        // SAFETY: the slot is full and seen so with `Acquire` (now or by the probe that claimed
-        // the run), so the value is initialised and the producer does not touch it; only this
-        // end may take it, which needs `&mut self`, not possible while the borrow lives.
-        Ok(unsafe { self.ring.value(tail).cast::<T>().as_ref() })
+        let slot = if self.run.is_used_up() {
+            // SAFETY: `position() < capacity`, and this end has not left.
+            let next = unsafe { self.ring.slot(self.position()) };
+            // The linearization point of a peek outside a claimed run: this `Acquire` load
+            // synchronises with the producer's `Release` store of full, so the value is there.
+            if next.state.load(Ordering::Acquire) != FULL {
+                return Err(PopError::Empty);
+            }
+            next
+        } else {
+            // SAFETY: the run is not used up, so its next slot is full and reserved for this
+            // end.
+            unsafe { self.run.peek() }
+        };
+        // SAFETY: the slot is full, so its value is initialised; only this end empties it, and
+        // it cannot while the returned borrow of `self` lives; the producer does not write a
+        // full slot.
+        Ok(slot.value.with(|cell| unsafe { &*cell.cast::<T>() }))
     }
 
     /// An iterator that pops values until the queue is empty. Values it has not yielded stay
@@ -1181,7 +1110,10 @@ impl<T> Consumer<T> {
     pub fn is_empty(&self) -> bool {
         // SAFETY: `position() < capacity`, and this end has not left.
         self.run.is_used_up()
-            && unsafe { self.ring.state(self.position()) }.load(Ordering::Acquire) == EMPTY
+            && unsafe { self.ring.slot(self.position()) }
+                .state
+                .load(Ordering::Acquire)
+                == EMPTY
     }
 
     /// Whether the producer has been dropped. Once it has, what is still queued can be popped
@@ -1216,13 +1148,13 @@ impl<T> Consumer<T> {
     /// The run is not used up.
     #[inline(always)]
     unsafe fn read_next(&mut self) -> T {
-        let index = self.run.take();
-        // SAFETY: by the caller, the run had a next slot: it is full (covered by an `Acquire`
-        // probe that saw the producer's `Release` store of full), and the store of empty below
-        // gives it up, so the value is moved out exactly once.
-        let value = unsafe { self.ring.read(index) };
-        // SAFETY: `index < capacity`, in the run.
-        unsafe { self.ring.state(index) }.store(EMPTY, Ordering::Release);
+        // SAFETY: by the caller, the run has a next slot.
+        let slot = unsafe { self.run.take() };
+        // SAFETY: the slot is full (covered by an `Acquire` probe that saw the producer's
+        // `Release` store of full), so it holds an initialised value the producer no longer
+        // touches; the store of empty below gives it up, so it is moved out exactly once.
+        let value = slot.value.with(|cell| unsafe { cell.cast::<T>().read() });
+        slot.state.store(EMPTY, Ordering::Release);
         value
     }
 
@@ -1271,6 +1203,485 @@ impl<T> Iterator for TryIter<'_, T> {
     }
 }
 
+/// Why a chunk could not be had: fewer slots than asked for were free (for
+/// [`Producer::write_chunk_uninit`]) or full (for [`Consumer::read_chunk`]).
+///
+/// ```
+/// use pitlane_queue::spsc::{self, ChunkError};
+///
+/// let (mut producer, _consumer) = spsc::channel::<u8>(4);
+/// let error = producer.write_chunk_uninit(5).unwrap_err();
+/// assert_eq!(error, ChunkError::TooFewSlots(4));
+/// assert_eq!(error.to_string(), "too few slots: 4 available");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChunkError {
+    /// How many slots were available when the call looked (free ones for a write chunk, full
+    /// ones for a read chunk): a snapshot, which the other end only makes larger.
+    TooFewSlots(usize),
+}
+
+impl fmt::Display for ChunkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooFewSlots(available) => write!(f, "too few slots: {available} available"),
+        }
+    }
+}
+
+impl core::error::Error for ChunkError {}
+
+impl<T> Ring<T> {
+    /// Whether the `n` slots from `start` (wrapping around the ring's end) are all in state
+    /// `wanted`, for `1 <= n <= capacity`: slot states change in ring order only, so the last
+    /// one decides for all, and its `Acquire` load synchronises with the other end's `Release`
+    /// store that covered them.
+    ///
+    /// # Safety
+    /// `start < capacity`, and the end calling has not left.
+    unsafe fn run_is(&self, start: usize, n: usize, wanted: bool) -> bool {
+        debug_assert!(n >= 1 && n <= self.capacity);
+        let last = (start + n - 1) % self.capacity;
+        // SAFETY: `last < capacity`.
+        unsafe { self.slot(last) }.state.load(Ordering::Acquire) == wanted
+    }
+
+    /// The `i`-th slot from `start`, wrapping around the ring's end.
+    ///
+    /// # Safety
+    /// `start < capacity`, `i < capacity`, and the end calling has not left.
+    #[inline]
+    unsafe fn slot_from(&self, start: usize, i: usize) -> &Slot<T> {
+        let mut index = start + i;
+        if index >= self.capacity {
+            index -= self.capacity;
+        }
+        // SAFETY: `index < capacity` by the wrap above.
+        unsafe { self.slot(index) }
+    }
+
+    /// A used-up run positioned at slot `index` (`< capacity`).
+    fn empty_run_at(&self, index: usize) -> Run<T> {
+        debug_assert!(index < self.capacity);
+        // SAFETY: `index < capacity`, inside the slots.
+        Run::empty_at(unsafe { self.slots.add(index) })
+    }
+}
+
+impl<T> Producer<T> {
+    /// Reserves the next `n` free slots, in place, to be written and then published together
+    /// with [`WriteChunkUninit::commit`] (or filled from an iterator by
+    /// [`WriteChunkUninit::fill_from_iter`]), with no probe per value. A chunk may wrap around
+    /// the ring's end; its slots are reached by index. `n = 0` gives an empty chunk.
+    ///
+    /// Fails with [`ChunkError::TooFewSlots`] if fewer than `n` slots are free.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u32>(4);
+    /// let mut chunk = producer.write_chunk_uninit(3)?;
+    /// for i in 0..chunk.len() {
+    ///     chunk.slot(i).write(10 * i as u32);
+    /// }
+    /// // SAFETY: all three slots were written just above.
+    /// unsafe { chunk.commit_all() };
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [0, 10, 20]);
+    /// # Ok::<(), pitlane_queue::spsc::ChunkError>(())
+    /// ```
+    pub fn write_chunk_uninit(&mut self, n: usize) -> Result<WriteChunkUninit<'_, T>, ChunkError> {
+        let start = self.position();
+        if n > 0 {
+            // SAFETY: `start < capacity`, and this end has not left.
+            if n > self.ring.capacity || !unsafe { self.ring.run_is(start, n, EMPTY) } {
+                return Err(ChunkError::TooFewSlots(self.free_slots()));
+            }
+        }
+        Ok(WriteChunkUninit {
+            producer: self,
+            start,
+            len: n,
+        })
+    }
+
+    /// How many values could be pushed now: the name [`rtrb`](https://docs.rs/rtrb) gives
+    /// [`free_slots`](Self::free_slots).
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.try_push(1).unwrap();
+    /// assert_eq!(producer.slots(), 3);
+    /// ```
+    pub fn slots(&self) -> usize {
+        self.free_slots()
+    }
+}
+
+/// Free slots of a queue reserved by [`Producer::write_chunk_uninit`], written in place and
+/// published together. Dropping it without a commit publishes nothing (and drops nothing: the
+/// slots are uninitialized as far as the queue knows).
+///
+/// Publishing `n` slots stores *full* into each, in ring order, with `Release`: the consumer,
+/// which takes slots in the same order, sees a value only once it is written, and each value's
+/// store is the linearization point of its push.
+pub struct WriteChunkUninit<'a, T> {
+    producer: &'a mut Producer<T>,
+    start: usize,
+    len: usize,
+}
+
+impl<T> WriteChunkUninit<'_, T> {
+    /// How many slots the chunk holds.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// assert_eq!(producer.write_chunk_uninit(2).unwrap().len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the chunk holds no slot.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// assert!(producer.write_chunk_uninit(0).unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `i`-th slot of the chunk, to write in place.
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// let mut chunk = producer.write_chunk_uninit(1).unwrap();
+    /// chunk.slot(0).write(7);
+    /// // SAFETY: slot 0 was written.
+    /// unsafe { chunk.commit(1) };
+    /// assert_eq!(consumer.try_pop(), Ok(7));
+    /// ```
+    pub fn slot(&mut self, i: usize) -> &mut MaybeUninit<T> {
+        assert!(i < self.len, "slot {i} of a chunk of {}", self.len);
+        // SAFETY: `start < capacity` and `i < len <= capacity`; the producer has not left while
+        // the chunk borrows it.
+        let slot = unsafe { self.producer.ring.slot_from(self.start, i) };
+        // SAFETY: the slot is empty (the chunk's last slot was seen empty with `Acquire`, and
+        // states change in ring order), so the consumer does not touch its value until it
+        // sees it full; the chunk borrows the producer mutably, so nothing else of this end
+        // reaches it.
+        slot.value.with_mut(|cell| unsafe { &mut *cell })
+    }
+
+    /// Publishes the first `n` slots of the chunk; the others stay free. Nothing else is
+    /// pushed meanwhile: the chunk borrows the producer.
+    ///
+    /// # Panics
+    /// If `n > len()`, as [`rtrb`](https://docs.rs/rtrb)'s commit does; nothing is published
+    /// then.
+    ///
+    /// # Safety
+    /// The first `n` slots were written (through [`slot`](Self::slot)).
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// let mut chunk = producer.write_chunk_uninit(3).unwrap();
+    /// chunk.slot(0).write(1);
+    /// chunk.slot(1).write(2);
+    /// // SAFETY: the first two slots were written.
+    /// unsafe { chunk.commit(2) };
+    /// assert_eq!(consumer.len(), 2);
+    /// ```
+    pub unsafe fn commit(self, n: usize) {
+        assert!(
+            n <= self.len,
+            "commit of {n} slots of a chunk of {}",
+            self.len
+        );
+        let ring = self.producer.ring;
+        for i in 0..n {
+            // SAFETY: as in `slot`; the caller wrote the value, and the `Release` store hands
+            // it to the consumer.
+            unsafe { ring.slot_from(self.start, i) }
+                .state
+                .store(FULL, Ordering::Release);
+        }
+        self.producer.run = ring.empty_run_at((self.start + n) % ring.capacity);
+    }
+
+    /// Publishes every slot of the chunk.
+    ///
+    /// # Safety
+    /// Every slot was written.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(2);
+    /// let mut chunk = producer.write_chunk_uninit(2).unwrap();
+    /// chunk.slot(0).write(1);
+    /// chunk.slot(1).write(2);
+    /// // SAFETY: both slots were written.
+    /// unsafe { chunk.commit_all() };
+    /// assert!(consumer.len() == 2);
+    /// ```
+    pub unsafe fn commit_all(self) {
+        let n = self.len;
+        // SAFETY: forwarded from the caller.
+        unsafe { self.commit(n) }
+    }
+
+    /// Writes values from `values` into the chunk's slots, in order, until either runs out,
+    /// publishes what it wrote, and returns how many. Safe: only written slots are published.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(8);
+    /// let chunk = producer.write_chunk_uninit(5).unwrap();
+    /// assert_eq!(chunk.fill_from_iter(["a", "b"]), 2);
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), ["a", "b"]);
+    /// ```
+    pub fn fill_from_iter<I: IntoIterator<Item = T>>(self, values: I) -> usize {
+        /// Moves the producer past the slots published so far, also when the iterator panics.
+        struct Published<'p, T> {
+            producer: &'p mut Producer<T>,
+            start: usize,
+            count: usize,
+        }
+        impl<T> Drop for Published<'_, T> {
+            fn drop(&mut self) {
+                let ring = self.producer.ring;
+                self.producer.run = ring.empty_run_at((self.start + self.count) % ring.capacity);
+            }
+        }
+        let (start, len) = (self.start, self.len);
+        let ring = self.producer.ring;
+        let mut published = Published {
+            producer: self.producer,
+            start,
+            count: 0,
+        };
+        for value in values.into_iter().take(len) {
+            // SAFETY: `start < capacity` and `count < len <= capacity`; the chunk's slots are
+            // empty and reserved for this end (see `slot`).
+            let slot = unsafe { ring.slot_from(start, published.count) };
+            // SAFETY: as in `slot`: the consumer does not touch an empty slot's value.
+            slot.value.with_mut(|cell| unsafe { (*cell).write(value) });
+            // Published one by one, in ring order, as `commit` does: a panic in the iterator
+            // leaves every value so far pushed and the producer just past them.
+            slot.state.store(FULL, Ordering::Release);
+            published.count += 1;
+        }
+        published.count
+    }
+}
+
+impl<T> fmt::Debug for WriteChunkUninit<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteChunkUninit")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<T> Consumer<T> {
+    /// The next `n` values, in place, to be read where they lie and then taken out together
+    /// with [`ReadChunk::commit`] (or moved out one by one by its iterator), with no probe per
+    /// value. A chunk may wrap around the ring's end. `n = 0` gives an empty chunk.
+    ///
+    /// Fails with [`ChunkError::TooFewSlots`] if fewer than `n` values are queued.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let chunk = consumer.read_chunk(2)?;
+    /// assert_eq!(chunk.iter().sum::<i32>(), 3);
+    /// chunk.commit_all();
+    /// assert_eq!(consumer.try_pop(), Ok(3));
+    /// # Ok::<(), pitlane_queue::spsc::ChunkError>(())
+    /// ```
+    pub fn read_chunk(&mut self, n: usize) -> Result<ReadChunk<'_, T>, ChunkError> {
+        let start = self.position();
+        if n > 0 {
+            // SAFETY: `start < capacity`, and this end has not left.
+            if n > self.ring.capacity || !unsafe { self.ring.run_is(start, n, FULL) } {
+                return Err(ChunkError::TooFewSlots(self.len()));
+            }
+        }
+        // The run this end had claimed (if any) may cover the chunk's slots: drop the claim
+        // now, so that a chunk that is forgotten (never dropped) after moving values out
+        // cannot leave a run over slots already emptied. Each value taken out moves the
+        // position on (`take_next`).
+        self.run = self.ring.empty_run_at(start);
+        Ok(ReadChunk {
+            consumer: self,
+            start,
+            len: n,
+            taken: 0,
+        })
+    }
+
+    /// How many values could be popped now: the name [`rtrb`](https://docs.rs/rtrb) gives
+    /// [`len`](Self::len).
+    ///
+    /// ```
+    /// let (mut producer, consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.try_push(1).unwrap();
+    /// assert_eq!(consumer.slots(), 1);
+    /// ```
+    pub fn slots(&self) -> usize {
+        self.len()
+    }
+}
+
+/// Queued values reserved by [`Consumer::read_chunk`], read in place and taken out together.
+/// Dropping (or forgetting) it leaves queued the values that were neither committed nor moved
+/// out by its iterator.
+///
+/// Taking `n` values out stores *empty* into each slot, in ring order, with `Release`, after
+/// the value was moved or dropped: the producer reuses a slot only once it sees it empty. Each
+/// store is the linearization point of that value's pop.
+pub struct ReadChunk<'a, T> {
+    consumer: &'a mut Consumer<T>,
+    start: usize,
+    len: usize,
+    /// How many values, from the first, the iterator has moved out.
+    taken: usize,
+}
+
+impl<T> ReadChunk<'_, T> {
+    /// How many values the chunk holds (not yet taken out).
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2]);
+    /// assert_eq!(consumer.read_chunk(2).unwrap().len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len - self.taken
+    }
+
+    /// Whether the chunk holds no value.
+    ///
+    /// ```
+    /// let (_producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// assert!(consumer.read_chunk(0).unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`-th value of the chunk, if `i < len()`.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&['x', 'y']);
+    /// let chunk = consumer.read_chunk(2).unwrap();
+    /// assert_eq!((chunk.get(1), chunk.get(2)), (Some(&'y'), None));
+    /// ```
+    pub fn get(&self, i: usize) -> Option<&T> {
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: `start < capacity`, `taken + i < len <= capacity`; the consumer has not left
+        // while the chunk borrows it.
+        let slot = unsafe { self.consumer.ring.slot_from(self.start, self.taken + i) };
+        // SAFETY: the slot is full (the chunk's last slot was seen full with `Acquire`, and
+        // states change in ring order), so its value is initialised and the producer does not
+        // write it; only this end empties it, which it cannot while `self` is borrowed.
+        Some(slot.value.with(|cell| unsafe { &*cell.cast::<T>() }))
+    }
+
+    /// The values of the chunk, in place, oldest first.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let chunk = consumer.read_chunk(3).unwrap();
+    /// assert_eq!(chunk.iter().copied().collect::<Vec<_>>(), [1, 2, 3]);
+    /// ```
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &T> + '_ {
+        (0..self.len()).map(|i| self.get(i).expect("inside the chunk"))
+    }
+
+    /// Takes the first `n` values out of the queue and drops them; the others stay queued.
+    ///
+    /// # Panics
+    /// If `n > len()`, as [`rtrb`](https://docs.rs/rtrb)'s commit does (nothing is taken out
+    /// then), or if a value's `Drop` panics: the values before it are taken out, it is taken
+    /// out too, and the ones after it stay queued.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// consumer.read_chunk(3).unwrap().commit(2);
+    /// assert_eq!(consumer.try_pop(), Ok(3));
+    /// ```
+    pub fn commit(mut self, n: usize) {
+        let len = self.len();
+        assert!(n <= len, "commit of {n} values of a chunk of {len}");
+        for _ in 0..n {
+            drop(self.take_next());
+        }
+    }
+
+    /// Takes every value of the chunk out of the queue and drops them.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2]);
+    /// consumer.read_chunk(2).unwrap().commit_all();
+    /// assert!(consumer.is_empty());
+    /// ```
+    pub fn commit_all(self) {
+        let n = self.len();
+        self.commit(n);
+    }
+
+    /// Moves the next value out and hands its slot back to the producer.
+    fn take_next(&mut self) -> T {
+        debug_assert!(self.taken < self.len);
+        // SAFETY: as in `get`: the slot is full and reserved for this end.
+        let slot = unsafe { self.consumer.ring.slot_from(self.start, self.taken) };
+        // SAFETY: the value is initialised; the store of empty below gives the slot up, so it
+        // is moved out exactly once.
+        let value = slot.value.with(|cell| unsafe { cell.cast::<T>().read() });
+        slot.state.store(EMPTY, Ordering::Release);
+        self.taken += 1;
+        // The consumer's position is just past the slot emptied, before any user code (the
+        // value's `Drop`, the caller's loop) runs: a panic or a `mem::forget` of the chunk
+        // leaves the consumer consistent.
+        let ring = self.consumer.ring;
+        let mut next = self.start + self.taken;
+        if next >= ring.capacity {
+            next -= ring.capacity;
+        }
+        self.consumer.run = ring.empty_run_at(next);
+        value
+    }
+}
+
+impl<T> Iterator for ReadChunk<'_, T> {
+    type Item = T;
+
+    /// Moves the next value out of the queue.
+    fn next(&mut self) -> Option<T> {
+        (self.taken < self.len).then(|| self.take_next())
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.len(), Some(self.len()))
+    }
+}
+
+impl<T> ExactSizeIterator for ReadChunk<'_, T> {}
+
+impl<T> fmt::Debug for ReadChunk<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadChunk")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
 impl<'a, T> IntoIterator for &'a mut Consumer<T> {
     type Item = T;
     type IntoIter = TryIter<'a, T>;
@@ -1291,26 +1702,6 @@ impl<'a, T> IntoIterator for &'a mut Consumer<T> {
     }
 }
 
-impl<T> IntoIterator for Consumer<T> {
-    type Item = T;
-    type IntoIter = IntoIter<T>;
-
-    /// An iterator that owns the consumer and pops what is in the queue now: it yields
-    /// values until the queue is empty, whether or not the producer is still there, and
-    /// never waits (a library iterator that spun until the producer leaves could hang its
-    /// caller). See [`IntoIter`].
-    ///
-    /// ```
-    /// let (mut producer, consumer) = pitlane_queue::spsc::channel(4);
-    /// producer.push_slice(&[1, 2, 3]);
-    /// drop(producer);
-    /// assert_eq!(consumer.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
-    /// ```
-    fn into_iter(self) -> IntoIter<T> {
-        IntoIter { consumer: self }
-    }
-}
-
 /// Pops values until the queue is empty, owning the consumer; made by [`Consumer`]'s
 /// [`IntoIterator`].
 ///
@@ -1318,6 +1709,13 @@ impl<T> IntoIterator for Consumer<T> {
 /// fused: while the producer lives, a later `next` may find more. To drain everything the
 /// producer will ever send, loop until [`Consumer::is_abandoned`] holds and then drain once
 /// more; [`into_inner`](Self::into_inner) gives the consumer back.
+///
+/// ```
+/// let (mut producer, consumer) = pitlane_queue::spsc::channel(4);
+/// producer.push_slice(&[1, 2, 3]);
+/// drop(producer);
+/// assert_eq!(consumer.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+/// ```
 #[derive(Debug)]
 pub struct IntoIter<T> {
     consumer: Consumer<T>,
@@ -1352,14 +1750,97 @@ impl<T> Iterator for IntoIter<T> {
     }
 }
 
+impl<T> IntoIterator for Consumer<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+
+    /// An iterator that owns the consumer and pops what is in the queue now: it yields
+    /// values until the queue is empty, whether or not the producer is still there, and
+    /// never waits (a library iterator that spun until the producer leaves could hang its
+    /// caller). See [`IntoIter`].
+    ///
+    /// ```
+    /// let (mut producer, consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// assert_eq!(consumer.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+    /// ```
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { consumer: self }
+    }
+}
+
 // Every call leaves an end consistent at each point where user code can panic (an iterator's
 // `next`, a `Clone`, a value's `Drop`): its position is just past the last slot whose state it
-// stored, as the chunks' documentation explains. So an end observed after a panic is usable,
-// as crossbeam's queues promise for theirs.
+// stored. So an end observed after a panic is usable, as crossbeam's queues promise for theirs.
 impl<T> UnwindSafe for Producer<T> {}
 impl<T> RefUnwindSafe for Producer<T> {}
 impl<T> UnwindSafe for Consumer<T> {}
 impl<T> RefUnwindSafe for Consumer<T> {}
+
+/// Bytes in, without blocking: `write` pushes as many bytes as fit and returns how many; a
+/// full queue is [`WouldBlock`](std::io::ErrorKind::WouldBlock), and a queue whose consumer is
+/// gone is [`BrokenPipe`](std::io::ErrorKind::BrokenPipe). `flush` has nothing to do: every
+/// pushed byte is visible to the consumer.
+///
+/// ```
+/// use std::io::{Read, Write};
+///
+/// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+/// assert_eq!(producer.write(b"hello")?, 4);
+/// assert_eq!(producer.write(b"o").unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+/// let mut buffer = [0; 8];
+/// assert_eq!(consumer.read(&mut buffer)?, 4);
+/// assert_eq!(&buffer[..4], b"hell");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg(feature = "std")]
+impl std::io::Write for Producer<u8> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.is_abandoned() {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        match self.push_slice(buf) {
+            0 if !buf.is_empty() => Err(std::io::ErrorKind::WouldBlock.into()),
+            pushed => Ok(pushed),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes out, without blocking: `read` pops as many bytes as are there (up to the buffer) and
+/// returns how many; an empty queue is [`WouldBlock`](std::io::ErrorKind::WouldBlock) while the
+/// producer lives, and the end of the stream (`Ok(0)`) once it is gone.
+///
+/// ```
+/// use std::io::Read;
+///
+/// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(8);
+/// producer.push_slice(b"bytes");
+/// drop(producer);
+/// let mut text = String::new();
+/// consumer.read_to_string(&mut text)?;
+/// assert_eq!(text, "bytes");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg(feature = "std")]
+impl std::io::Read for Consumer<u8> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // Seen before the pops: if the producer was gone then, an empty queue is the end.
+        let abandoned = self.is_abandoned();
+        let mut read = 0;
+        for (byte, value) in buf.iter_mut().zip(self.try_iter()) {
+            *byte = value;
+            read += 1;
+        }
+        if read == 0 && !buf.is_empty() && !abandoned {
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        Ok(read)
+    }
+}
 
 #[cfg(all(test, not(pitlane_loom)))]
 mod tests {
@@ -1476,8 +1957,7 @@ mod tests {
         // Fits the address space but not the machine: an error, not an abort.
         match try_channel::<u64>(1 << 58) {
             Err(error @ ChannelError::OutOfMemory { capacity, bytes }) => {
-                // A state byte and a `u64` per slot.
-                assert_eq!((capacity, bytes), (1 << 58, 9 << 58));
+                assert_eq!((capacity, bytes), (1 << 58, 1 << 62));
                 assert!(
                     error.to_string().contains("288230376151711744 slots"),
                     "{error}"

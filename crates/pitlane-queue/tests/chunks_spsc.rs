@@ -79,12 +79,10 @@ fn chunks_at_every_offset_match_a_model() {
                 match producer.write_chunk_uninit(want) {
                     Ok(mut chunk) => {
                         assert!(want <= capacity - model.len());
-                        let (first, second) = chunk.as_mut_slices();
-                        assert_eq!(first.len() + second.len(), want);
-                        assert!(!first.is_empty() || want == 0);
+                        assert_eq!(chunk.len(), want);
                         let n = commit.min(want);
-                        for slot in first.iter_mut().chain(second.iter_mut()).take(n) {
-                            slot.write(next);
+                        for i in 0..n {
+                            chunk.slot(i).write(next);
                             model.push_back(next);
                             next += 1;
                         }
@@ -99,8 +97,7 @@ fn chunks_at_every_offset_match_a_model() {
                 let want = (step / 2) % (capacity + 1);
                 match consumer.read_chunk(want) {
                     Ok(chunk) => {
-                        let (first, second) = chunk.as_slices();
-                        let seen: Vec<usize> = first.iter().chain(second).copied().collect();
+                        let seen: Vec<usize> = chunk.iter().copied().collect();
                         let expected: Vec<usize> = model.iter().take(want).copied().collect();
                         assert_eq!(seen, expected);
                         let n = (step % 4).min(want);
@@ -121,20 +118,23 @@ fn chunks_at_every_offset_match_a_model() {
 }
 
 #[test]
-fn chunks_wrap_into_two_slices() {
+fn chunks_wrap_around_the_rings_end() {
     let (mut producer, mut consumer) = spsc::channel::<u8>(4);
     producer.push_slice(&[1, 2, 3]);
     assert_eq!(consumer.try_iter().take(3).count(), 3);
+    // Slot 3 of the ring, then slots 0 to 2.
     let mut chunk = producer.write_chunk_uninit(4).unwrap();
-    let (first, second) = chunk.as_mut_slices();
-    assert_eq!((first.len(), second.len()), (1, 3));
-    for (slot, value) in first.iter_mut().chain(second).zip(10..) {
-        slot.write(value);
+    for (i, value) in (0..4).zip(10..) {
+        chunk.slot(i).write(value);
     }
     // SAFETY: all four were written.
     unsafe { chunk.commit_all() };
     let chunk = consumer.read_chunk(4).unwrap();
-    assert_eq!(chunk.as_slices(), (&[10][..], &[11, 12, 13][..]));
+    assert_eq!(chunk.iter().copied().collect::<Vec<_>>(), [10, 11, 12, 13]);
+    assert_eq!(
+        (chunk.get(0), chunk.get(3), chunk.get(4)),
+        (Some(&10), Some(&13), None)
+    );
     chunk.commit_all();
     assert!(consumer.is_empty());
 }
@@ -168,7 +168,7 @@ fn drop_counts_through_chunks() {
         consumer.read_chunk(2).unwrap().commit(1);
         assert_eq!(drops.get(), 1);
         // Values moved out through the iterator are the caller's.
-        let mut values = consumer.read_chunk(1).unwrap().into_iter();
+        let mut values = consumer.read_chunk(1).unwrap();
         let value = values.next().unwrap();
         drop(values);
         assert_eq!(drops.get(), 1);
@@ -176,7 +176,7 @@ fn drop_counts_through_chunks() {
         assert_eq!(drops.get(), 2);
         // Written but uncommitted slots are forgotten, not dropped, and stay free.
         let mut chunk = producer.write_chunk_uninit(2).unwrap();
-        chunk.as_mut_slices().0[0].write(Counted(Rc::clone(&drops)));
+        chunk.slot(0).write(Counted(Rc::clone(&drops)));
         drop(chunk);
         assert_eq!(drops.get(), 2);
         assert_eq!(producer.slots(), 3);
@@ -185,7 +185,7 @@ fn drop_counts_through_chunks() {
         let mut chunk = producer.write_chunk_uninit(1).unwrap();
         // SAFETY: the slot holds the value written above: the slot stayed free, and nothing
         // but this producer writes a free slot.
-        drop(unsafe { chunk.as_mut_slices().0[0].assume_init_read() });
+        drop(unsafe { chunk.slot(0).assume_init_read() });
         drop(chunk);
         assert_eq!(drops.get(), 3);
         // One more queued, left for the ends' drop.
@@ -200,7 +200,7 @@ fn read_chunk_iterator_pops_even_when_forgotten() {
     let (mut producer, mut consumer) = spsc::channel(8);
     producer.try_push(Box::new(10)).unwrap();
     producer.try_push(Box::new(11)).unwrap();
-    let mut values = consumer.read_chunk(2).unwrap().into_iter();
+    let mut values = consumer.read_chunk(2).unwrap();
     assert_eq!(values.len(), 2);
     assert_eq!(*values.next().unwrap(), 10);
     std::mem::forget(values);
@@ -252,7 +252,7 @@ fn zero_sized_values() {
     assert_eq!(producer.try_push(()), Err(PushError::Full(())));
     assert_eq!(consumer.peek(), Ok(&()));
     let chunk = consumer.read_chunk(2).unwrap();
-    assert_eq!(chunk.as_slices().0.len() + chunk.as_slices().1.len(), 2);
+    assert_eq!(chunk.iter().count(), 2);
     chunk.commit_all();
     assert_eq!(
         producer
@@ -348,8 +348,7 @@ fn chunks_across_threads() {
         size = size % 11 + 1;
         match consumer.read_chunk(size) {
             Ok(chunk) => {
-                let (first, second) = chunk.as_slices();
-                for &value in first.iter().chain(second) {
+                for &value in chunk.iter() {
                     assert_eq!(value, expected);
                     expected += 1;
                 }
@@ -408,7 +407,6 @@ fn trait_impls() {
     );
     let chunk = consumer.read_chunk(0).unwrap();
     assert!(format!("{chunk:?}").starts_with("ReadChunk {"));
-    assert!(format!("{:?}", chunk.into_iter()).starts_with("ReadChunkIntoIter {"));
     assert!(format!("{:?}", consumer.try_iter()).starts_with("TryIter {"));
     assert!(format!("{:?}", consumer.into_iter()).starts_with("IntoIter {"));
     assert_eq!(
@@ -435,13 +433,46 @@ fn commit_more_than_the_chunk_panics() {
 }
 
 #[test]
-fn uninit_slices_are_writable_through_maybe_uninit_new() {
+fn uninit_slots_are_writable_through_maybe_uninit_new() {
     let (mut producer, consumer) = spsc::channel(2);
     let mut chunk = producer.write_chunk_uninit(2).unwrap();
-    let (first, _) = chunk.as_mut_slices();
-    first[0] = MaybeUninit::new(String::from("x"));
-    first[1] = MaybeUninit::new(String::from("y"));
+    *chunk.slot(0) = MaybeUninit::new(String::from("x"));
+    *chunk.slot(1) = MaybeUninit::new(String::from("y"));
     // SAFETY: both written.
     unsafe { chunk.commit_all() };
     assert_eq!(consumer.into_iter().collect::<String>(), "xy");
+}
+
+/// A consumer that had claimed a run of values (one probe covered several) and then lends a
+/// chunk over the same slots: values moved out through a chunk that is then forgotten are
+/// never popped again, whatever the run covered.
+#[test]
+fn a_forgotten_read_chunk_over_a_claimed_run_pops_nothing_twice() {
+    let (mut producer, mut consumer) = Builder::new(16).batch(8).build::<Box<u32>>().unwrap();
+    for value in 0..8 {
+        producer.try_push(Box::new(value)).unwrap();
+    }
+    // This pop claims a run over the next values too.
+    assert_eq!(*consumer.try_pop().unwrap(), 0);
+    let mut chunk = consumer.read_chunk(3).unwrap();
+    assert_eq!(chunk.next().as_deref(), Some(&1));
+    assert_eq!(chunk.next().as_deref(), Some(&2));
+    std::mem::forget(chunk);
+    let rest: Vec<u32> = consumer.try_iter().map(|value| *value).collect();
+    assert_eq!(rest, [3, 4, 5, 6, 7]);
+    // A chunk that is dropped after a panic in the caller's loop leaves the same state.
+    for value in 10..14 {
+        producer.try_push(Box::new(value)).unwrap();
+    }
+    assert_eq!(*consumer.try_pop().unwrap(), 10);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let chunk = consumer.read_chunk(3).unwrap();
+        for value in chunk {
+            assert!(*value < 12, "the caller gives up at {value}");
+        }
+    }));
+    assert!(result.is_err());
+    // 11 and 12 were moved out (12 dropped by the unwinding), 13 stays.
+    assert_eq!(consumer.try_pop().as_deref(), Ok(&13));
+    assert_eq!(consumer.try_pop(), Err(PopError::Empty));
 }

@@ -8,8 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::spsc::{self, ChunkError};
 use pitlane_queue::{PopError, PushError};
-use pitlane_testkit::drops::Counted;
 use pitlane_testkit::stress::run_threads;
+
+/// A value that counts its drops in a shared counter.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 // --- mpmc::Queue, as SegQueue is tested -------------------------------------------------------
 
@@ -89,7 +97,7 @@ fn mpmc_drops_what_is_left_once() {
     let drops = AtomicUsize::new(0);
     {
         let queue: Queue<Counted<'_>, 8> = Queue::with_segment_size();
-        (0..100).for_each(|_| queue.push(Counted::new(0, &drops)));
+        (0..100).for_each(|_| queue.push(Counted(&drops)));
         (0..30).for_each(|_| drop(queue.pop()));
         assert_eq!(drops.load(Ordering::Relaxed), 30);
     }
@@ -106,7 +114,7 @@ fn mpmc_into_iter_yields_in_order_and_drops_the_rest() {
     );
     let drops = AtomicUsize::new(0);
     let queue: Queue<Counted<'_>, 3> = Queue::with_segment_size();
-    (0..10).for_each(|_| queue.push(Counted::new(0, &drops)));
+    (0..10).for_each(|_| queue.push(Counted(&drops)));
     let mut items = queue.into_iter();
     assert_eq!(items.len(), 10);
     drop(items.next());
@@ -187,11 +195,7 @@ fn spsc_chunks_report_what_is_there() {
         ChunkError::TooFewSlots(2)
     );
     let chunk = consumer.read_chunk(2).unwrap();
-    let (first, second) = chunk.as_slices();
-    assert_eq!(
-        first.iter().chain(second).copied().collect::<Vec<_>>(),
-        [0, 1]
-    );
+    assert_eq!(chunk.iter().copied().collect::<Vec<_>>(), [0, 1]);
     chunk.commit(1);
     assert_eq!(consumer.try_pop(), Ok(1));
     assert_eq!(consumer.try_pop(), Err(PopError::Empty));
@@ -202,21 +206,18 @@ fn spsc_drops_with_chunks_and_at_the_last_end_once() {
     let drops = AtomicUsize::new(0);
     let (mut producer, mut consumer) = spsc::channel(8);
     let chunk = producer.write_chunk_uninit(6).unwrap();
-    assert_eq!(
-        chunk.fill_from_iter((0..6).map(|_| Counted::new(0, &drops))),
-        6
-    );
+    assert_eq!(chunk.fill_from_iter((0..6).map(|_| Counted(&drops))), 6);
     // Two taken out and dropped by a commit, one moved out by the chunk's iterator.
     consumer.read_chunk(2).unwrap().commit_all();
     assert_eq!(drops.load(Ordering::Relaxed), 2);
-    {
-        let mut values = consumer.read_chunk(3).unwrap().into_iter();
-        drop(values.next());
-    }
+    let mut chunk = consumer.read_chunk(3).unwrap();
+    drop(chunk.next());
+    // The chunk goes out of scope here, leaving its two other values queued.
+    let _ = chunk;
     assert_eq!(drops.load(Ordering::Relaxed), 3);
     // A chunk written but not committed publishes (and drops) nothing.
     let mut chunk = producer.write_chunk_uninit(1).unwrap();
-    chunk.as_mut_slices().0[0].write(Counted::new(0, &drops));
+    chunk.slot(0).write(Counted(&drops));
     let _ = chunk; // not committed: the value written there leaks, as documented
     drop(producer);
     drop(consumer);
@@ -233,6 +234,6 @@ fn spsc_zero_sized_values_through_chunks() {
             .fill_from_iter(std::iter::repeat(())),
         5
     );
-    assert_eq!(consumer.read_chunk(5).unwrap().into_iter().count(), 5);
+    assert_eq!(consumer.read_chunk(5).unwrap().count(), 5);
     assert!(consumer.is_empty());
 }
