@@ -237,6 +237,14 @@ pub fn entries() -> Vec<Entry> {
     ]
 }
 
+/// One round of one subject: a pass in this process for the time, then the same pass in a
+/// child process for the resident set; the values of the case's three metrics.
+fn round(e: Entry, kind: Kind, size: Size, threads: usize) -> Result<Vec<f64>, String> {
+    let ns = (e.pass)(kind, &size, threads)?.ns_per_iter();
+    let child = run_child(e.name, kind, &size, threads)?;
+    Ok(vec![ns, child.peak_rss_kib, child.start_rss_kib])
+}
+
 /// What a child process reported.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChildFigures {
@@ -442,12 +450,7 @@ impl Suite for AllocSuite {
                     vec![time_metric(), rss_metric(), start_rss_metric()],
                 );
                 for e in entries() {
-                    let run = move || -> Result<Vec<f64>, String> {
-                        let pass = (e.pass)(kind, &size, t)?;
-                        let ns = pass.elapsed.as_nanos() as f64 / size.iters as f64;
-                        let child = run_child(e.name, kind, &size, t)?;
-                        Ok(vec![ns, child.peak_rss_kib, child.start_rss_kib])
-                    };
+                    let run = move || round(e, kind, size, t);
                     case.push(if e.peer {
                         Subject::peer(e.name, run)
                     } else {
@@ -557,13 +560,7 @@ mod tests {
         );
         for e in entries() {
             case.push(Subject::peer(e.name, move || {
-                let p = (e.pass)(Kind::RandomChurn, &size, 2)?;
-                let c = run_child(e.name, Kind::RandomChurn, &size, 2)?;
-                Ok(vec![
-                    p.elapsed.as_nanos() as f64,
-                    c.peak_rss_kib,
-                    c.start_rss_kib,
-                ])
+                round(e, Kind::RandomChurn, size, 2)
             }));
         }
         bench.measure(case).unwrap();

@@ -3,7 +3,7 @@
 //!
 //! The peers (`system`, `jemalloc`, `mimalloc`) offer only `GlobalAlloc` on stable Rust
 //! (`tikv-jemallocator`'s `alloc_trait` feature is the nightly `core::alloc::Allocator`, and
-//! the `mimalloc` crate has none), so [`via_global_alloc!`] puts each behind a zero-sized
+//! the `mimalloc` crate has none), so a macro (`via_global_alloc!`) puts each behind a zero-sized
 //! handle that forwards to it: `allocate` to `alloc`, `deallocate` to `dealloc` (both crates
 //! then free with the size: jemalloc's `sdallocx`, mimalloc's `mi_free_size`), and `grow` /
 //! `shrink` at the same alignment to `realloc` (`rallocx`, `mi_realloc_aligned`, `realloc`),

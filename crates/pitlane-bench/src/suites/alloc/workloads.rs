@@ -29,7 +29,7 @@ use super::subjects::AllocSubject;
 /// [`super::Kind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Size {
-    /// Iterations of one thread: what `ns_per_iter` divides by.
+    /// Iterations of one thread (per generation in larson).
     pub iters: u64,
     /// Live blocks per thread (larson, random_churn), or 0.
     pub slots: u64,
@@ -42,6 +42,15 @@ pub struct Size {
 pub struct Pass {
     /// Wall time from the threads' release until the last one ended.
     pub elapsed: Duration,
+    /// Iterations of one thread in that time: what `ns_per_iter` divides by.
+    pub iters: u64,
+}
+
+impl Pass {
+    /// Nanoseconds per iteration of one thread.
+    pub fn ns_per_iter(&self) -> f64 {
+        self.elapsed.as_nanos() as f64 / self.iters.max(1) as f64
+    }
 }
 
 /// A SplitMix64 stream: small, fast, and the same on every run.
@@ -148,7 +157,10 @@ pub fn vec_small<A: AllocSubject>(size: &Size, threads: usize) -> Result<Pass, S
     for s in sums {
         expect_eq("vec_small sum", s, want)?;
     }
-    Ok(Pass { elapsed })
+    Ok(Pass {
+        elapsed,
+        iters: size.iters,
+    })
 }
 
 /// `vec_medium`: a Vec of 16 Ki `usize`, then 500,000 pushes onto it, drop.
@@ -172,7 +184,10 @@ pub fn vec_medium<A: AllocSubject>(size: &Size, threads: usize) -> Result<Pass, 
     for s in sums {
         expect_eq("vec_medium sum", s, want)?;
     }
-    Ok(Pass { elapsed })
+    Ok(Pass {
+        elapsed,
+        iters: size.iters,
+    })
 }
 
 /// `vec_large`: a new Vec, 1,000 pushes of `[usize; 1024]` (8 KiB each), drop.
@@ -197,7 +212,10 @@ pub fn vec_large<A: AllocSubject>(size: &Size, threads: usize) -> Result<Pass, S
     for s in sums {
         expect_eq("vec_large sum", s, want)?;
     }
-    Ok(Pass { elapsed })
+    Ok(Pass {
+        elapsed,
+        iters: size.iters,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,7 +368,10 @@ pub fn larson<A: AllocSubject>(size: &Size, threads: usize) -> Result<Pass, Stri
         rest = rest.wrapping_add(free_all(&a, blocks)?);
     }
     check_stamps("larson stamps", read_back, rest, larson_want(size, threads))?;
-    Ok(Pass { elapsed })
+    Ok(Pass {
+        elapsed,
+        iters: size.iters * size.rounds,
+    })
 }
 
 /// The sum of every stamp `larson` writes, from the random streams alone.
@@ -475,7 +496,10 @@ pub fn xmalloc<A: AllocSubject>(size: &Size, threads: usize) -> Result<Pass, Str
         }
     }
     check_stamps("xmalloc stamps", results, 0, want)?;
-    Ok(Pass { elapsed })
+    Ok(Pass {
+        elapsed,
+        iters: size.iters,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -541,7 +565,10 @@ pub fn cache_scratch<A: AllocSubject>(size: &Size, threads: usize) -> Result<Pas
     for s in sums {
         expect_eq("cache_scratch sum", s?, per_thread)?;
     }
-    Ok(Pass { elapsed })
+    Ok(Pass {
+        elapsed,
+        iters: size.iters,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -596,5 +623,8 @@ pub fn random_churn<A: AllocSubject>(size: &Size, threads: usize) -> Result<Pass
         }
     }
     check_stamps("random_churn stamps", sums, 0, want)?;
-    Ok(Pass { elapsed })
+    Ok(Pass {
+        elapsed,
+        iters: size.iters,
+    })
 }
