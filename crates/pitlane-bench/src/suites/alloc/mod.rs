@@ -4,8 +4,8 @@
 //! Subjects: the C library's allocator (`system`, glibc here), `jemalloc`
 //! (`tikv-jemallocator`) and `mimalloc` (the `mimalloc` crate), each as an
 //! `allocator_api2::alloc::Allocator` (see [`subjects`]), so that one generic workload runs
-//! every allocator in the same process, interleaved round by round like every other suite.
-//! pitlane's own allocator joins them when the `pitlane-alloc` crate is in the workspace.
+//! every allocator in the same process, interleaved round by round like every other suite;
+//! and pitlane's own, `pitlane_alloc::PitlaneAlloc`, which implements that trait itself.
 //!
 //! Workloads (see [`workloads`] for what each does and checks), each at 1 and 2 threads:
 //! - `vec_small`, `vec_medium`, `vec_large`: the post's three, through
@@ -231,6 +231,7 @@ fn entry<A: AllocSubject>() -> Entry {
 /// Every subject, ours first.
 pub fn entries() -> Vec<Entry> {
     vec![
+        entry::<pitlane_alloc::PitlaneAlloc>(),
         entry::<SystemAlloc>(),
         entry::<JemallocAlloc>(),
         entry::<MimallocAlloc>(),
@@ -386,7 +387,7 @@ impl Suite for AllocSuite {
     }
 
     fn about(&self) -> &'static str {
-        "general-purpose allocators (system, jemalloc, mimalloc) on the elfmalloc post's Vec workloads and larson/xmalloc/cache-scratch/churn"
+        "pitlane_alloc beside system, jemalloc and mimalloc on the elfmalloc post's Vec workloads and larson/xmalloc/cache-scratch/churn"
     }
 
     fn workloads(&self) -> &'static [Workload] {
@@ -432,12 +433,6 @@ impl Suite for AllocSuite {
              when it is freed).",
             crate::env::cores()
         ));
-        if !entries().iter().any(|e| e.name == OURS) {
-            bench.note(
-                "pitlane's allocator (crate `pitlane-alloc`) is not in this build: only the \
-                 peers run, and the goals are not measured.",
-            );
-        }
         for kind in Kind::ALL {
             let size = kind.size(quick);
             for &t in threads.iter().filter(|&&t| t >= kind.min_threads()) {

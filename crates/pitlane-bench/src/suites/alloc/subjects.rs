@@ -1,6 +1,7 @@
 //! The allocators under test, each as an `allocator_api2::alloc::Allocator` so that one
 //! generic workload runs them all in the same process.
 //!
+//! pitlane's `PitlaneAlloc` implements `Allocator` itself and is measured through it.
 //! The peers (`system`, `jemalloc`, `mimalloc`) offer only `GlobalAlloc` on stable Rust
 //! (`tikv-jemallocator`'s `alloc_trait` feature is the nightly `core::alloc::Allocator`, and
 //! the `mimalloc` crate has none), so a macro (`via_global_alloc!`) puts each behind a zero-sized
@@ -25,6 +26,15 @@ pub trait AllocSubject: Allocator + Clone + Send + Sync + 'static {
     const PEER: bool;
     /// A handle.
     fn handle() -> Self;
+}
+
+/// pitlane's allocator: `pitlane_alloc::PitlaneAlloc` implements `Allocator` itself.
+impl AllocSubject for pitlane_alloc::PitlaneAlloc {
+    const NAME: &'static str = super::OURS;
+    const PEER: bool = false;
+    fn handle() -> Self {
+        pitlane_alloc::PitlaneAlloc::new()
+    }
 }
 
 /// A dangling, well-aligned, empty block for a zero-sized request.
@@ -219,7 +229,8 @@ mod tests {
     }
 
     #[test]
-    fn every_peer_handle_keeps_the_allocator_contract() {
+    fn every_handle_keeps_the_allocator_contract() {
+        edges::<pitlane_alloc::PitlaneAlloc>();
         edges::<SystemAlloc>();
         edges::<JemallocAlloc>();
         edges::<MimallocAlloc>();
