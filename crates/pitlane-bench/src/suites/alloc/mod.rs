@@ -507,7 +507,7 @@ mod tests {
 
     #[test]
     fn a_child_process_reports_its_peak_rss() {
-        // vec_large at 3 iterations holds an 8 MiB Vec: the peak is well above the start.
+        // One vec_large iteration grows a Vec to 8 MiB: the peak is at least that above the start.
         let size = Size {
             iters: 1,
             slots: 0,
