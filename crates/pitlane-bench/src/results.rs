@@ -194,8 +194,13 @@ pub struct Goal {
     pub better: Better,
     /// Our subject.
     pub ours: String,
-    /// The peer; `None` for a goal on ours alone, whose `target` is in the metric's unit.
+    /// The peer; `None` for a goal on ours alone, whose `target` is in the metric's unit. For
+    /// a goal against the best of several peers ([`Goal::best_peer`]) it reads
+    /// `best of a, b, c` and names no subject: [`best_of`](Self::best_of) lists them.
     pub peer: Option<String>,
+    /// For a goal against the best peer of each round: the peers, every one of which must
+    /// have run the case. Empty for a goal against one peer or a figure.
+    pub best_of: Vec<String>,
     /// The ratio ours ÷ peer must reach (at most it for a lower-is-better metric, at least it
     /// for a higher-is-better one), or the figure ours must reach when there is no peer.
     pub target: f64,
@@ -221,6 +226,45 @@ impl Goal {
             better: metric.better,
             ours: ours.into(),
             peer: Some(peer.into()),
+            best_of: Vec::new(),
+            target,
+            issue: None,
+        }
+    }
+
+    /// Ours ÷ the best of `peers` must reach `target`, where the best is taken anew in each
+    /// round: the lowest of the peers' values of that round for a lower-is-better metric, the
+    /// highest for a higher-is-better one. Each round's ratio is ours ÷ that round's best, and
+    /// the goal is judged on those ratios like any other (median, rounds won). A goal "at most
+    /// 0.9× the best peer" is then met only if ours beat whichever peer was best, round by
+    /// round, rather than the peer that was best on the medians.
+    ///
+    /// ```
+    /// use pitlane_bench::results::{Better, Goal, Metric, params};
+    ///
+    /// let ns = Metric::new("ns_per_iter", "ns", Better::Lower);
+    /// let goal = Goal::best_peer("vec_small", params! {"threads" => 1}, &ns,
+    ///                            "pitlane_alloc::PitlaneAlloc", &["jemalloc", "mimalloc"], 0.9);
+    /// assert_eq!(goal.best_of, ["jemalloc", "mimalloc"]);
+    /// assert_eq!(goal.peer.as_deref(), Some("best of jemalloc, mimalloc"));
+    /// ```
+    pub fn best_peer(
+        workload: &str,
+        params: Params,
+        metric: &Metric,
+        ours: &str,
+        peers: &[&str],
+        target: f64,
+    ) -> Self {
+        Self {
+            workload: workload.into(),
+            params,
+            metric: metric.name.into(),
+            unit: metric.unit.into(),
+            better: metric.better,
+            ours: ours.into(),
+            peer: Some(format!("best of {}", peers.join(", "))),
+            best_of: peers.iter().map(|p| p.to_string()).collect(),
             target,
             issue: None,
         }
@@ -251,6 +295,7 @@ impl Goal {
             better: metric.better,
             ours: ours.into(),
             peer: None,
+            best_of: Vec::new(),
             target,
             issue: None,
         }
@@ -334,6 +379,9 @@ pub struct GoalResult {
     pub measured: Option<Paired>,
     /// How busy the machine was while the goal's case ran.
     pub busy: Option<Busy>,
+    /// For a goal against the best peer: each peer of [`Goal::best_of`] with the number of
+    /// rounds in which it was the best (ties go to the first listed). Empty otherwise.
+    pub best_rounds: Vec<(String, usize)>,
 }
 
 impl GoalResult {
@@ -455,7 +503,7 @@ impl Report {
             .iter()
             .filter_map(|g| {
                 let m = g.measured?;
-                Some(json!({
+                let mut goal = json!({
                     "suite": g.suite,
                     "workload": g.goal.workload,
                     "params": g.goal.params,
@@ -467,7 +515,19 @@ impl Report {
                     "rounds": m.rounds,
                     "rounds_won": m.won,
                     "verdict": g.verdict()?.as_str(),
-                }))
+                });
+                if !g.goal.best_of.is_empty()
+                    && let Some(obj) = goal.as_object_mut()
+                {
+                    obj.insert("best_of".into(), json!(g.goal.best_of));
+                    let best: Map<String, Value> = g
+                        .best_rounds
+                        .iter()
+                        .map(|(peer, n)| (peer.clone(), json!(n)))
+                        .collect();
+                    obj.insert("best_rounds".into(), Value::Object(best));
+                }
+                Some(goal)
             })
             .collect();
         let busy_cases: Vec<Value> = self
@@ -586,6 +646,7 @@ pub fn judge(suite: &str, goal: &Goal, records: &[Record], case_busy: &[CaseBusy
         goal: goal.clone(),
         measured: None,
         busy: None,
+        best_rounds: Vec::new(),
     };
     let candidates = records.iter().filter(|r| {
         r.suite == suite
@@ -597,16 +658,35 @@ pub fn judge(suite: &str, goal: &Goal, records: &[Record], case_busy: &[CaseBusy
     for ours in candidates {
         let better = goal.better;
         let target = goal.target;
+        let same_case = |r: &&Record| {
+            r.suite == ours.suite
+                && r.workload == ours.workload
+                && r.params == ours.params
+                && r.metric.name == ours.metric.name
+        };
         let measured = match &goal.peer {
+            Some(_) if !goal.best_of.is_empty() => {
+                let peers: Option<Vec<&Record>> = goal
+                    .best_of
+                    .iter()
+                    .map(|name| {
+                        records
+                            .iter()
+                            .filter(same_case)
+                            .find(|r| &r.subject == name)
+                    })
+                    .collect();
+                peers.and_then(|peers| {
+                    let (best, counts) = best_by_round(&peers, better);
+                    let p = paired(&ours.rounds, &best, |r| better.meets(r, target))?;
+                    result.best_rounds = counts;
+                    Some(p)
+                })
+            }
             Some(peer) => records
                 .iter()
-                .find(|r| {
-                    r.suite == ours.suite
-                        && r.workload == ours.workload
-                        && r.params == ours.params
-                        && r.metric.name == ours.metric.name
-                        && &r.subject == peer
-                })
+                .filter(same_case)
+                .find(|r| &r.subject == peer)
                 .and_then(|p| paired(&ours.rounds, &p.rounds, |r| better.meets(r, target))),
             None => summarize(&ours.rounds).map(|(median, min, max)| Paired {
                 median,
@@ -632,6 +712,44 @@ pub fn judge(suite: &str, goal: &Goal, records: &[Record], case_busy: &[CaseBusy
         }
     }
     result
+}
+
+/// The best of `peers` in each round (the lowest value for a lower-is-better metric, the
+/// highest for a higher-is-better one; NaN where a peer has no finite value that round), and
+/// how many rounds each peer was the best in (ties to the first).
+fn best_by_round(peers: &[&Record], better: Better) -> (Vec<f64>, Vec<(String, usize)>) {
+    let rounds = peers.iter().map(|p| p.rounds.len()).min().unwrap_or(0);
+    let mut counts: Vec<(String, usize)> = peers.iter().map(|p| (p.subject.clone(), 0)).collect();
+    let mut best = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let mut pick: Option<(usize, f64)> = None;
+        let mut whole = true;
+        for (k, p) in peers.iter().enumerate() {
+            let v = p.rounds[i];
+            if !v.is_finite() {
+                whole = false;
+                break;
+            }
+            let beats = match pick {
+                None => true,
+                Some((_, b)) => match better {
+                    Better::Lower => v < b,
+                    Better::Higher => v > b,
+                },
+            };
+            if beats {
+                pick = Some((k, v));
+            }
+        }
+        match pick {
+            Some((k, v)) if whole => {
+                counts[k].1 += 1;
+                best.push(v);
+            }
+            _ => best.push(f64::NAN),
+        }
+    }
+    (best, counts)
 }
 
 /// `threads=2, items=1000`.

@@ -732,6 +732,70 @@ mod tests {
         }
     }
 
+    /// Two peers take turns being the fastest: against either one alone ours meets "at most
+    /// 0.9x" in two rounds of three, but against the best peer of each round it is 1.14x in
+    /// two rounds, and the goal "at most 0.9x the best peer" is missed.
+    #[test]
+    fn a_goal_against_the_best_peer_takes_each_rounds_best() {
+        let mut bench = Bench::new(RunConfig {
+            rounds: Some(3),
+            ..RunConfig::quick()
+        });
+        bench.begin_suite("alloc");
+        let ns = Metric::new("ns_per_iter", "ns", Better::Lower);
+        let ops = Metric::new("ops_per_s", "ops/s", Better::Higher);
+        // Rounds 1..3 (after the warm-up): peer a is fast in round 1, b in round 3.
+        let case = Case::new("w", params! {"threads" => 1}, vec![ns.clone()])
+            .subject(scripted("ours", false, vec![0.0, 8.0, 8.0, 8.0]))
+            .subject(scripted("a", true, vec![0.0, 7.0, 10.0, 10.0]))
+            .subject(scripted("b", true, vec![0.0, 10.0, 10.0, 7.0]));
+        bench.measure(case).unwrap();
+        let case = Case::new("w", params! {"threads" => 1}, vec![ops.clone()])
+            .subject(scripted("ours", false, vec![0.0, 30.0, 30.0, 30.0]))
+            .subject(scripted("a", true, vec![0.0, 10.0, 20.0, 10.0]))
+            .subject(scripted("b", true, vec![0.0, 20.0, 10.0, 20.0]));
+        bench.measure(case).unwrap();
+        let at = |m: &Metric, peers: &[&str], target: f64| {
+            Goal::best_peer("w", params! {"threads" => 1}, m, "ours", peers, target)
+        };
+        bench.goal(Goal::ratio(
+            "w",
+            params! {"threads" => 1},
+            &ns,
+            "ours",
+            "b",
+            0.9,
+        ));
+        bench.goal(at(&ns, &["a", "b"], 0.9));
+        bench.goal(at(&ns, &["a", "b"], 1.15));
+        bench.goal(at(&ops, &["a", "b"], 1.5));
+        bench.goal(at(&ns, &["a", "c"], 0.9)); // c never ran: not measured
+        let report = bench.finish();
+        let g = &report.goals;
+        // Against b alone: 0.8 in rounds 1 and 2: met.
+        assert_eq!(g[0].verdict(), Some(Verdict::Met));
+        // Against the best: 8/7, 8/10, 8/7 (the tie of round 2 goes to a, listed first).
+        let m = g[1].measured.unwrap();
+        assert!((m.median - 8.0 / 7.0).abs() < 1e-12, "{m:?}");
+        assert_eq!((m.min, m.rounds, m.won), (0.8, 3, 1));
+        assert_eq!(g[1].verdict(), Some(Verdict::Missed));
+        assert_eq!(g[1].best_rounds, [("a".into(), 2), ("b".into(), 1)]);
+        assert_eq!(g[2].verdict(), Some(Verdict::Met));
+        // Higher is better: the best is the highest, 20 in every round; 30/20 = 1.5.
+        let m = g[3].measured.unwrap();
+        assert_eq!((m.median, m.won), (1.5, 3));
+        assert_eq!(g[3].verdict(), Some(Verdict::Met));
+        assert_eq!(g[4].verdict(), None);
+        let json = report.to_json();
+        let goals = json["goals"].as_array().unwrap();
+        assert_eq!(goals.len(), 4, "the unmeasured goal is left out");
+        assert_eq!(goals[0].get("best_of"), None);
+        assert_eq!(goals[1]["peer"], "best of a, b");
+        assert_eq!(goals[1]["best_of"], json!(["a", "b"]));
+        assert_eq!(goals[1]["best_rounds"], json!({"a": 2, "b": 1}));
+        assert_eq!(goals[1]["verdict"], "missed");
+    }
+
     #[test]
     fn rounds_rotate_the_subject_order() {
         use std::cell::RefCell;

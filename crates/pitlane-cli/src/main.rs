@@ -36,6 +36,11 @@ enum Commands {
 pub struct UsageError(pub String);
 
 fn main() -> ExitCode {
+    // A child process of `pitlane bench alloc` (one allocator's pass, for its peak RSS):
+    // started with PITLANE_ALLOC_CHILD set, it runs that pass and nothing else.
+    if let Some(code) = pitlane_bench::suites::alloc::child_main() {
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Commands::Bench(args) => bench_cmd::run(args),

@@ -7,6 +7,7 @@ use hdrhistogram::Histogram;
 use crate::results::Goal;
 use crate::runner::{Bench, BenchError};
 
+pub mod alloc;
 pub mod bag;
 pub mod lincheck;
 pub mod locks;
@@ -69,6 +70,7 @@ pub fn all() -> Vec<Box<dyn Suite>> {
         Box::new(bag::Bag),
         Box::new(wait::Wait),
         Box::new(lincheck::Lincheck),
+        Box::new(alloc::AllocSuite),
     ]
 }
 
