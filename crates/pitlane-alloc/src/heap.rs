@@ -1,0 +1,771 @@
+//! Heaps: who owns which pages, the fast paths, and the life of a thread's heap.
+//!
+//! A [`HeapCore`] owns pages. For each size class it keeps a list of pages that may have free
+//! blocks (the head is the *current* page, the one the fast path allocates from) and, for all
+//! classes together, a list of pages it found full. Heaps live in a registry in memory mapped
+//! for them and are never freed; a heap is *held* by one thread at a time (the `held` flag),
+//! and only the holder touches its lists and its pages' owner-only fields.
+//!
+//! # Fast paths
+//!
+//! Allocation: the thread-local heap pointer → `pages[class]` → pop the page's `free` list.
+//! A thread that never allocated points at the static empty heap, whose pages are all the
+//! static empty page with an empty `free` list, so the first allocation falls into the slow
+//! path, which gives the thread a heap: no initialisation check on the fast path.
+//!
+//! Free: the page is found by masking the address (see `segment`); if its owner is the
+//! calling thread's heap, the block is pushed on the page's `free` list. Otherwise it is
+//! pushed on the page's atomic `remote` list with one CAS (Release), whatever thread the
+//! owner is on, or whether that thread still exists.
+//!
+//! # Full pages and the way back
+//!
+//! When a page has no free block, no remote frees to collect and no untouched space, its
+//! owner sets the `FULL` bit in `remote` (CAS from null) and moves it to its full list. The
+//! first remote free that finds `FULL` clears it in the same CAS that pushes the block, and
+//! then pushes the page on its owner's `delayed` list (a Treiber stack that the owner takes
+//! whole with one swap, so no ABA). The owner drains `delayed` at the start of its slow path
+//! and puts those pages back in their class lists. A free by the owner itself into a full
+//! page clears `FULL` with a CAS and puts it back directly; if a remote free cleared it first,
+//! the page arrives through `delayed` instead. So a page is in `delayed` at most once, and
+//! never while it is in a class list.
+//!
+//! # Threads
+//!
+//! A thread gets a heap on its first allocation: a *parked* heap if there is one (its pages,
+//! blocks and all, come with it), else a new one. A `pthread` key destructor runs at thread
+//! exit (std's `thread_local!` destructors may not allocate through us, so none is used): it
+//! collects remote frees, gives empty pages to the pool and parks the heap. Blocks of a
+//! parked heap can still be freed from anywhere (remote frees), and the periodic sweep (see
+//! `pool`) visits parked heaps to release the pages that became empty. Allocations made
+//! later in a thread's exit (by other destructors) and while the allocator initialises go to
+//! a shared *orphan* heap under a spin lock.
+//!
+//! # fork
+//!
+//! `pthread_atfork` handlers take every lock of the allocator before `fork` and release them
+//! after it in both processes; in the child, the heaps held by the parent's other threads
+//! (which do not exist there) are parked, so their memory is reclaimed too.
+
+use core::cell::Cell;
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+
+use crate::class::{CLASSES, size_of_class};
+use crate::lock::SpinLock;
+use crate::os;
+use crate::pool;
+use crate::segment::{Block, ListState, PAGE_SIZE, Page};
+
+/// The `FULL` flag in a page's `remote` word.
+const FULL: usize = 1;
+
+/// What a heap is for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    /// The static empty heap of threads that have none yet.
+    Empty,
+    /// A thread's heap (held by a live thread, or parked).
+    Thread,
+    /// An owned [`Heap`](crate::Heap)'s.
+    Owned,
+    /// The shared heap of exiting threads and of the initialisation.
+    Orphan,
+}
+
+/// A heap: see the [module documentation](self).
+#[repr(C)]
+pub(crate) struct HeapCore {
+    /// The current page of each class (the head of its list), or the static empty page.
+    pub(crate) pages: [Cell<*mut Page>; CLASSES],
+    /// The full pages (linked through `next`/`prev`).
+    full: Cell<*mut Page>,
+    /// Large blocks of an owned heap (see `large`).
+    pub(crate) large: Cell<*mut crate::large::Header>,
+    /// Pages that came back from full through remote frees (see above).
+    delayed: AtomicPtr<Page>,
+    /// Whether a thread (or an owned `Heap`) holds the heap.
+    held: AtomicBool,
+    kind: Kind,
+    /// The next heap of the registry.
+    registry_next: AtomicPtr<HeapCore>,
+}
+
+// SAFETY: the `Cell` fields are touched only by the holder of the heap (`held`), one thread
+// at a time; the rest are atomics.
+unsafe impl Sync for HeapCore {}
+
+/// The page of every class of a heap that has none: no free blocks, no owner.
+pub(crate) static EMPTY_PAGE: Page = Page::empty();
+
+const fn empty_pages() -> [Cell<*mut Page>; CLASSES] {
+    [const { Cell::new((&raw const EMPTY_PAGE).cast_mut()) }; CLASSES]
+}
+
+impl HeapCore {
+    const fn new(kind: Kind) -> Self {
+        Self {
+            pages: empty_pages(),
+            full: Cell::new(ptr::null_mut()),
+            large: Cell::new(ptr::null_mut()),
+            delayed: AtomicPtr::new(ptr::null_mut()),
+            held: AtomicBool::new(false),
+            kind,
+            registry_next: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
+/// The heap of threads that have none.
+pub(crate) static EMPTY_HEAP: HeapCore = HeapCore::new(Kind::Empty);
+/// The heap of exiting threads and of the initialisation, under [`ORPHAN_LOCK`].
+static ORPHAN_HEAP: HeapCore = HeapCore::new(Kind::Orphan);
+static ORPHAN_LOCK: SpinLock = SpinLock::new();
+
+#[inline(always)]
+fn empty_page() -> *mut Page {
+    (&raw const EMPTY_PAGE).cast_mut()
+}
+
+#[inline(always)]
+fn empty_heap() -> *mut HeapCore {
+    (&raw const EMPTY_HEAP).cast_mut()
+}
+
+thread_local! {
+    /// The calling thread's heap, or the empty heap. No destructor: thread exit goes through
+    /// the pthread key.
+    static HEAP: Cell<*mut HeapCore> = const { Cell::new((&raw const EMPTY_HEAP).cast_mut()) };
+    /// Set once the thread's key destructor ran: later allocations use the orphan heap.
+    static EXITING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The calling thread's heap (the empty heap if it has none).
+#[inline(always)]
+pub(crate) fn thread_heap() -> *mut HeapCore {
+    HEAP.with(Cell::get)
+}
+
+// ---------------------------------------------------------------------------------------
+// Fast paths
+// ---------------------------------------------------------------------------------------
+
+/// Allocates a block of `class` from `heap`; null if memory is exhausted.
+///
+/// # Safety
+/// The calling thread holds `heap`, or `heap` is the empty heap.
+#[inline(always)]
+pub(crate) unsafe fn alloc_small(heap: *mut HeapCore, class: usize) -> *mut u8 {
+    // SAFETY: `heap` is held by this thread (or is the empty heap, whose pages are the empty
+    // page, only read here); the page's owner-only fields are this thread's.
+    unsafe {
+        let page = (*heap).pages[class].get();
+        let block = (*page).free.get();
+        if block.is_null() {
+            return alloc_slow(heap, class);
+        }
+        (*page).free.set((*block).next);
+        let used = (*page).used.load(Ordering::Relaxed);
+        (*page).used.store(used + 1, Ordering::Relaxed);
+        block.cast()
+    }
+}
+
+/// Frees the small block at `ptr`, from the heap `heap` held by the calling thread (or the
+/// empty heap).
+///
+/// # Safety
+/// `ptr` is a live small block of this allocator; the calling thread holds `heap` or it is
+/// the empty heap.
+#[inline(always)]
+pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
+    // SAFETY: `ptr` is a small block, so its page descriptor is where `page_of` says.
+    unsafe {
+        let page = crate::segment::page_of(ptr);
+        if (*page).owner.load(Ordering::Relaxed) == heap {
+            let block = ptr.cast::<Block>();
+            (*block).next = (*page).free.get();
+            (*page).free.set(block);
+            let used = (*page).used.load(Ordering::Relaxed) - 1;
+            (*page).used.store(used, Ordering::Relaxed);
+            if used == 0 || (*page).list.get() == ListState::Full {
+                free_local_slow(heap, page);
+            }
+        } else {
+            free_remote(page, ptr);
+        }
+    }
+}
+
+/// A free into a page owned by another heap: push on its `remote` list, and hand the page to
+/// its owner if it was full.
+///
+/// # Safety
+/// `ptr` is a live small block of `page`.
+#[inline(never)]
+unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
+    let block = ptr.cast::<Block>();
+    // SAFETY: the descriptor is mapped for the life of the process; the block is ours to
+    // write until the CAS publishes it.
+    unsafe {
+        let remote = &(*page).remote;
+        let mut old = remote.load(Ordering::Relaxed);
+        loop {
+            (*block).next = old.map_addr(|a| a & !FULL);
+            match remote.compare_exchange_weak(old, block, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => old = now,
+            }
+        }
+        if old.addr() & FULL != 0 {
+            // We cleared FULL: the page is ours to deliver to its owner. Until the owner
+            // drains it, the page cannot leave the owner (our block is still counted used).
+            let owner = (*page).owner.load(Ordering::Acquire);
+            let delayed = &(*owner).delayed;
+            let mut head = delayed.load(Ordering::Relaxed);
+            loop {
+                (*page).delayed_next.store(head, Ordering::Relaxed);
+                match delayed.compare_exchange_weak(
+                    head,
+                    page,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => head = now,
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Slow paths (the holder of the heap only)
+// ---------------------------------------------------------------------------------------
+
+/// The allocation slow path: the current page of `class` is empty.
+///
+/// # Safety
+/// As [`alloc_small`].
+#[inline(never)]
+unsafe fn alloc_slow(heap: *mut HeapCore, class: usize) -> *mut u8 {
+    if ptr::eq(heap, empty_heap()) {
+        return alloc_without_heap(class);
+    }
+    // SAFETY: the calling thread holds `heap`.
+    let heap = unsafe { &*heap };
+    drain_delayed(heap);
+    loop {
+        let page_ptr = heap.pages[class].get();
+        if ptr::eq(page_ptr, empty_page()) {
+            break;
+        }
+        // SAFETY: pages in a heap's lists are valid descriptors owned by it.
+        let page = unsafe { &*page_ptr };
+        collect(page);
+        if page.free.get().is_null() && page.reserved.get() < page.capacity.get() {
+            extend(page);
+        }
+        if !page.free.get().is_null() {
+            // SAFETY: the heap is held by this thread and the page now has a free block.
+            return unsafe { alloc_small(core::ptr::from_ref(heap).cast_mut(), class) };
+        }
+        // Full: detach it, unless remote frees arrived meanwhile.
+        if page
+            .remote
+            .compare_exchange(
+                ptr::null_mut(),
+                ptr::without_provenance_mut(FULL),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            continue;
+        }
+        unlink(heap, page);
+        push_full(heap, page);
+    }
+    let Some(page) = pool::acquire() else {
+        return ptr::null_mut();
+    };
+    // SAFETY: a page from the pool is in no heap: ours alone.
+    let page = unsafe { page.as_ref() };
+    init_page(heap, page, class);
+    extend(page);
+    // SAFETY: as above, the page is the current one of `class` and has free blocks.
+    unsafe { alloc_small(core::ptr::from_ref(heap).cast_mut(), class) }
+}
+
+/// A local free left a page empty, or freed into a full page.
+#[cold]
+unsafe fn free_local_slow(heap: *mut HeapCore, page: *mut Page) {
+    // SAFETY: the calling thread holds `heap`, which owns `page`.
+    let (heap, page) = unsafe { (&*heap, &*page) };
+    if page.list.get() == ListState::Full {
+        // Take FULL back; if a remote free took it first, the page comes back via `delayed`.
+        let mut old = page.remote.load(Ordering::Relaxed);
+        loop {
+            if old.addr() & FULL == 0 {
+                return;
+            }
+            match page.remote.compare_exchange_weak(
+                old,
+                old.map_addr(|a| a & !FULL),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => old = now,
+            }
+        }
+        unlink(heap, page);
+        push_partial(heap, page);
+    }
+    if page.used.load(Ordering::Relaxed) == 0 {
+        retire(heap, page);
+    }
+}
+
+/// An empty page in a class list: keep it if it is the current page of its class (so that a
+/// loop of one alloc and one free does not move pages in and out of the pool), else give it to
+/// the pool.
+fn retire(heap: &HeapCore, page: &Page) {
+    let class = page.class.load(Ordering::Relaxed) as usize;
+    if ptr::eq(heap.pages[class].get(), page) && heap.kind != Kind::Orphan {
+        return;
+    }
+    release(heap, page);
+}
+
+/// Unlinks an empty page and gives it to the pool.
+fn release(heap: &HeapCore, page: &Page) {
+    unlink(heap, page);
+    page.owner.store(ptr::null_mut(), Ordering::Release);
+    page.free.set(ptr::null_mut());
+    page.list.set(ListState::None);
+    pool::release(page);
+}
+
+/// Moves the blocks of the page's `remote` list to its `free` list. Only for pages in a class
+/// list (whose `FULL` bit is clear).
+fn collect(page: &Page) {
+    if page.remote.load(Ordering::Relaxed).is_null() {
+        return;
+    }
+    let list = page.remote.swap(ptr::null_mut(), Ordering::Acquire);
+    debug_assert_eq!(list.addr() & FULL, 0);
+    if list.is_null() {
+        return;
+    }
+    let mut count = 1;
+    let mut tail = list;
+    // SAFETY: the blocks of the remote list are free blocks of this page, published by the
+    // Release CAS of each remote free and acquired by the swap.
+    unsafe {
+        while !(*tail).next.is_null() {
+            tail = (*tail).next;
+            count += 1;
+        }
+        (*tail).next = page.free.get();
+    }
+    page.free.set(list);
+    let used = page.used.load(Ordering::Relaxed) - count;
+    page.used.store(used, Ordering::Relaxed);
+}
+
+/// Carves the next untouched blocks of the page into its (empty) free list: about 4 KiB of
+/// them at a time, so a page's memory is touched as it is used.
+fn extend(page: &Page) {
+    let class = page.class.load(Ordering::Relaxed) as usize;
+    let size = size_of_class(class);
+    let reserved = page.reserved.get() as usize;
+    let capacity = page.capacity.get() as usize;
+    let count = (4096 / size).clamp(1, capacity - reserved);
+    // SAFETY: blocks `reserved .. reserved + count` lie inside the page.
+    unsafe {
+        let first = page.start.get().add(reserved * size);
+        for i in 0..count {
+            let block = first.add(i * size).cast::<Block>();
+            let next = if i + 1 < count {
+                first.add((i + 1) * size).cast::<Block>()
+            } else {
+                page.free.get()
+            };
+            (*block).next = next;
+        }
+        page.free.set(first.cast());
+    }
+    page.reserved.set((reserved + count) as u32);
+}
+
+/// Makes a page from the pool the current page of `class` in `heap`.
+fn init_page(heap: &HeapCore, page: &Page, class: usize) {
+    page.class.store(class as u32, Ordering::Relaxed);
+    page.capacity.set((PAGE_SIZE / size_of_class(class)) as u32);
+    page.reserved.set(0);
+    page.free.set(ptr::null_mut());
+    page.used.store(0, Ordering::Relaxed);
+    page.remote.store(ptr::null_mut(), Ordering::Relaxed);
+    page.owner
+        .store(core::ptr::from_ref(heap).cast_mut(), Ordering::Release);
+    page.next.set(ptr::null_mut());
+    page.prev.set(ptr::null_mut());
+    push_head(heap, page, class);
+}
+
+/// Makes `page` the head (current page) of its class list.
+fn push_head(heap: &HeapCore, page: &Page, class: usize) {
+    let head = heap.pages[class].get();
+    let page_ptr = core::ptr::from_ref(page).cast_mut();
+    page.prev.set(ptr::null_mut());
+    if ptr::eq(head, empty_page()) {
+        page.next.set(ptr::null_mut());
+    } else {
+        page.next.set(head);
+        // SAFETY: the head is a page of this heap.
+        unsafe { (*head).prev.set(page_ptr) };
+    }
+    page.list.set(ListState::Partial);
+    heap.pages[class].set(page_ptr);
+}
+
+/// Puts `page` in its class list, second after the current page (or first if none).
+fn push_partial(heap: &HeapCore, page: &Page) {
+    let class = page.class.load(Ordering::Relaxed) as usize;
+    let head = heap.pages[class].get();
+    if ptr::eq(head, empty_page()) {
+        push_head(heap, page, class);
+        return;
+    }
+    let page_ptr = core::ptr::from_ref(page).cast_mut();
+    // SAFETY: the head and its successor are pages of this heap.
+    unsafe {
+        let next = (*head).next.get();
+        page.prev.set(head);
+        page.next.set(next);
+        if !next.is_null() {
+            (*next).prev.set(page_ptr);
+        }
+        (*head).next.set(page_ptr);
+    }
+    page.list.set(ListState::Partial);
+}
+
+/// Puts `page` in the full list.
+fn push_full(heap: &HeapCore, page: &Page) {
+    let head = heap.full.get();
+    let page_ptr = core::ptr::from_ref(page).cast_mut();
+    page.prev.set(ptr::null_mut());
+    page.next.set(head);
+    if !head.is_null() {
+        // SAFETY: a page of this heap's full list.
+        unsafe { (*head).prev.set(page_ptr) };
+    }
+    heap.full.set(page_ptr);
+    page.list.set(ListState::Full);
+}
+
+/// Takes `page` out of whichever list of `heap` it is in.
+fn unlink(heap: &HeapCore, page: &Page) {
+    let prev = page.prev.get();
+    let next = page.next.get();
+    // SAFETY: neighbours are pages of the same list of this heap.
+    unsafe {
+        if !next.is_null() {
+            (*next).prev.set(prev);
+        }
+        if !prev.is_null() {
+            (*prev).next.set(next);
+        } else {
+            match page.list.get() {
+                ListState::Partial => {
+                    let class = page.class.load(Ordering::Relaxed) as usize;
+                    heap.pages[class].set(if next.is_null() { empty_page() } else { next });
+                }
+                ListState::Full => heap.full.set(next),
+                ListState::None => {}
+            }
+        }
+    }
+    page.next.set(ptr::null_mut());
+    page.prev.set(ptr::null_mut());
+    page.list.set(ListState::None);
+}
+
+/// Puts the pages that remote frees handed back into their class lists.
+#[inline]
+fn drain_delayed(heap: &HeapCore) {
+    if heap.delayed.load(Ordering::Relaxed).is_null() {
+        return;
+    }
+    let mut at = heap.delayed.swap(ptr::null_mut(), Ordering::Acquire);
+    while !at.is_null() {
+        // SAFETY: pages in `delayed` are pages of this heap in its full list.
+        let page = unsafe { &*at };
+        at = page.delayed_next.load(Ordering::Relaxed);
+        debug_assert_eq!(page.list.get(), ListState::Full);
+        unlink(heap, page);
+        push_partial(heap, page);
+        collect(page);
+        if page.used.load(Ordering::Relaxed) == 0 {
+            release(heap, page);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Heaps for threads, the orphan heap, the registry
+// ---------------------------------------------------------------------------------------
+
+/// An allocation by a thread that has no heap yet (or no more).
+#[cold]
+fn alloc_without_heap(class: usize) -> *mut u8 {
+    if !EXITING.with(Cell::get) && init() {
+        if let Some(heap) = acquire(Kind::Thread) {
+            HEAP.with(|h| h.set(heap));
+            // SAFETY: the key was created by `init`; the value is only read by our
+            // destructor.
+            unsafe { libc::pthread_setspecific(key(), heap.cast()) };
+            // SAFETY: this thread holds `heap` now.
+            return unsafe { alloc_small(heap, class) };
+        }
+    }
+    let _guard = ORPHAN_LOCK.lock();
+    // SAFETY: the orphan heap is held through its lock.
+    unsafe { alloc_small((&raw const ORPHAN_HEAP).cast_mut(), class) }
+}
+
+/// The initialisation state: 0 not started, 1 in progress, 2 done.
+static INIT: AtomicU8 = AtomicU8::new(0);
+/// The pthread key whose destructor parks a thread's heap.
+static KEY: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+fn key() -> libc::pthread_key_t {
+    KEY.load(Ordering::Relaxed) as libc::pthread_key_t
+}
+
+/// Initialises the allocator once: the thread-exit key, the fork handlers, the pool and the
+/// purge policy from the environment. Returns whether it is done (`false` while another
+/// call, possibly a nested one on this thread, is in progress).
+#[inline]
+pub(crate) fn init() -> bool {
+    if INIT.load(Ordering::Acquire) == 2 {
+        return true;
+    }
+    init_slow()
+}
+
+#[cold]
+fn init_slow() -> bool {
+    if INIT
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire)
+        .is_err()
+    {
+        return INIT.load(Ordering::Acquire) == 2;
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: plain libc calls with valid arguments; the handlers are `extern "C"` functions
+    // that never unwind.
+    unsafe {
+        if libc::pthread_key_create(&mut key, Some(on_thread_exit)) == 0 {
+            KEY.store(key as u32, Ordering::Relaxed);
+        }
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_parent),
+            Some(after_fork_child),
+        );
+    }
+    crate::policy::init_from_env();
+    pool::init();
+    INIT.store(2, Ordering::Release);
+    true
+}
+
+/// The pthread key destructor: parks the exiting thread's heap.
+extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
+    HEAP.with(|h| h.set(empty_heap()));
+    EXITING.with(|e| e.set(true));
+    let heap = heap.cast::<HeapCore>();
+    if heap.is_null() {
+        return;
+    }
+    // SAFETY: the value of the key is the heap this thread held.
+    let heap = unsafe { &*heap };
+    tidy(heap);
+    heap.held.store(false, Ordering::Release);
+}
+
+/// Collects, drains, and gives the empty pages of a heap its caller holds to the pool.
+fn tidy(heap: &HeapCore) {
+    drain_delayed(heap);
+    for class in 0..CLASSES {
+        let mut at = heap.pages[class].get();
+        while !ptr::eq(at, empty_page()) && !at.is_null() {
+            // SAFETY: a page of this heap's class list.
+            let page = unsafe { &*at };
+            at = page.next.get();
+            collect(page);
+            if page.used.load(Ordering::Relaxed) == 0 {
+                release(heap, page);
+            }
+        }
+    }
+}
+
+/// The first heap of the registry.
+static REGISTRY: AtomicPtr<HeapCore> = AtomicPtr::new(ptr::null_mut());
+/// Guards carving new heaps from [`META`].
+static REGISTRY_LOCK: SpinLock = SpinLock::new();
+
+/// Memory for heaps: the current chunk and how much of it is used (under `REGISTRY_LOCK`).
+struct Meta {
+    chunk: Cell<*mut u8>,
+    used: Cell<usize>,
+}
+// SAFETY: under REGISTRY_LOCK only.
+unsafe impl Sync for Meta {}
+static META: Meta = Meta {
+    chunk: Cell::new(ptr::null_mut()),
+    used: Cell::new(META_CHUNK),
+};
+const META_CHUNK: usize = 1 << 16;
+
+/// Takes a heap of `kind` that nobody holds, or makes one; `None` if the OS refuses memory.
+pub(crate) fn acquire(kind: Kind) -> Option<*mut HeapCore> {
+    let mut at = REGISTRY.load(Ordering::Acquire);
+    while !at.is_null() {
+        // SAFETY: registry heaps are never freed.
+        let heap = unsafe { &*at };
+        if heap.kind == kind
+            && !heap.held.load(Ordering::Relaxed)
+            && heap
+                .held
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(at);
+        }
+        at = heap.registry_next.load(Ordering::Acquire);
+    }
+    let _guard = REGISTRY_LOCK.lock();
+    let size = core::mem::size_of::<HeapCore>().next_multiple_of(128);
+    if META.used.get() + size > META_CHUNK {
+        let chunk = os::map(META_CHUNK)?;
+        crate::stats::Counters::get()
+            .mapped
+            .fetch_add(META_CHUNK, Ordering::Relaxed);
+        META.chunk.set(chunk.as_ptr());
+        META.used.set(0);
+    }
+    // SAFETY: the chunk has room for one more heap at `used`, aligned to 128.
+    let heap = unsafe { META.chunk.get().add(META.used.get()) }.cast::<HeapCore>();
+    META.used.set(META.used.get() + size);
+    // SAFETY: fresh memory for one heap; not yet visible to anyone.
+    unsafe {
+        heap.write(HeapCore::new(kind));
+        (*heap).held.store(true, Ordering::Relaxed);
+    }
+    let mut head = REGISTRY.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: ours until published.
+        unsafe { (*heap).registry_next.store(head, Ordering::Relaxed) };
+        match REGISTRY.compare_exchange_weak(head, heap, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return Some(heap),
+            Err(now) => head = now,
+        }
+    }
+}
+
+/// Gives up an owned heap: every page goes back to the pool, blocks in use or not (the
+/// caller guarantees none is used again). Large blocks are handled by the caller first.
+///
+/// # Safety
+/// The caller holds `heap` and none of its blocks is used again.
+pub(crate) unsafe fn release_owned(heap: *mut HeapCore) {
+    // SAFETY: held by the caller.
+    let heap = unsafe { &*heap };
+    let mut lists: [*mut Page; CLASSES + 1] = [ptr::null_mut(); CLASSES + 1];
+    for (class, slot) in lists.iter_mut().enumerate().take(CLASSES) {
+        *slot = heap.pages[class].get();
+    }
+    lists[CLASSES] = heap.full.get();
+    for head in lists {
+        let mut at = head;
+        while !at.is_null() && !ptr::eq(at, empty_page()) {
+            // SAFETY: a page of this heap.
+            let page = unsafe { &*at };
+            at = page.next.get();
+            page.used.store(0, Ordering::Relaxed);
+            page.remote.store(ptr::null_mut(), Ordering::Relaxed);
+            release(heap, page);
+        }
+    }
+    heap.delayed.store(ptr::null_mut(), Ordering::Relaxed);
+    heap.held.store(false, Ordering::Release);
+}
+
+/// Visits the parked thread heaps and gives their empty pages to the pool (from a sweep).
+pub(crate) fn reclaim_parked() {
+    let mut at = REGISTRY.load(Ordering::Acquire);
+    while !at.is_null() {
+        // SAFETY: registry heaps are never freed.
+        let heap = unsafe { &*at };
+        if heap.kind == Kind::Thread
+            && !heap.held.load(Ordering::Relaxed)
+            && heap
+                .held
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            tidy(heap);
+            heap.held.store(false, Ordering::Release);
+        }
+        at = heap.registry_next.load(Ordering::Acquire);
+    }
+}
+
+/// Before `fork`: take every lock, so that none is held by a thread missing in the child.
+extern "C" fn before_fork() {
+    REGISTRY_LOCK.lock_raw();
+    ORPHAN_LOCK.lock_raw();
+    crate::large::CACHE_LOCK.lock_raw();
+    crate::segment::FRESH_LOCK.lock_raw();
+}
+
+/// After `fork`, in the parent: release the locks.
+extern "C" fn after_fork_parent() {
+    // SAFETY: `before_fork` took them on this thread.
+    unsafe {
+        crate::segment::FRESH_LOCK.unlock_raw();
+        crate::large::CACHE_LOCK.unlock_raw();
+        ORPHAN_LOCK.unlock_raw();
+        REGISTRY_LOCK.unlock_raw();
+    }
+}
+
+/// After `fork`, in the child: release the locks and park the heaps of the threads that did
+/// not come along.
+extern "C" fn after_fork_child() {
+    after_fork_parent();
+    let mine = thread_heap();
+    let mut at = REGISTRY.load(Ordering::Acquire);
+    while !at.is_null() {
+        // SAFETY: registry heaps are never freed.
+        let heap = unsafe { &*at };
+        if heap.kind == Kind::Thread && !ptr::eq(at, mine) {
+            heap.held.store(false, Ordering::Release);
+        }
+        at = heap.registry_next.load(Ordering::Acquire);
+    }
+}
+
+/// Gives the calling thread's empty pages to the pool (for `collect`).
+pub(crate) fn tidy_mine() {
+    let heap = thread_heap();
+    if !ptr::eq(heap, empty_heap()) {
+        // SAFETY: the calling thread holds its heap.
+        tidy(unsafe { &*heap });
+    }
+}

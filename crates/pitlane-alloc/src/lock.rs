@@ -1,0 +1,68 @@
+//! The one lock the allocator's rare paths use: pitlane-sync's test-and-test-and-set lock,
+//! yielding the CPU after a short spin (a holder may be descheduled on a busy machine).
+
+use pitlane_sync::spin::RawTtas;
+
+/// A spin lock for the rare paths: mapping segments, the large-block cache, the heap
+/// registry, the heap of exiting threads. `const`, allocation-free, and taken around `fork`.
+pub(crate) struct SpinLock {
+    raw: RawTtas,
+}
+
+/// Holds a [`SpinLock`] until dropped.
+pub(crate) struct Guard<'a> {
+    lock: &'a SpinLock,
+}
+
+impl SpinLock {
+    pub(crate) const fn new() -> Self {
+        Self {
+            raw: RawTtas::new(),
+        }
+    }
+
+    /// Takes the lock, spinning a little and then yielding between attempts.
+    #[inline]
+    pub(crate) fn lock(&self) -> Guard<'_> {
+        if !self.raw.try_lock() {
+            self.lock_contended();
+        }
+        Guard { lock: self }
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut spins = 0u32;
+        while !self.raw.try_lock() {
+            if spins < 64 {
+                core::hint::spin_loop();
+                spins += 1;
+            } else {
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+            }
+        }
+    }
+
+    /// Takes the lock without a guard (for `fork`'s prepare handler).
+    pub(crate) fn lock_raw(&self) {
+        core::mem::forget(self.lock());
+    }
+
+    /// Releases a lock taken by [`lock_raw`](Self::lock_raw).
+    ///
+    /// # Safety
+    /// The calling thread holds the lock through `lock_raw` (or, in a child after `fork`, the
+    /// parent's thread that became this one did).
+    pub(crate) unsafe fn unlock_raw(&self) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.raw.unlock() };
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the guard exists only while its thread holds the lock.
+        unsafe { self.lock.raw.unlock() };
+    }
+}

@@ -1,0 +1,100 @@
+//! The operating system's side: anonymous mappings, purging, and a coarse clock.
+//!
+//! Every call here is a plain system call through `libc`; none allocates, none panics, and
+//! each reports failure as `None` or `false` for the caller to turn into a null pointer.
+
+use core::ptr::{self, NonNull};
+
+/// The size of an OS page that the allocator assumes (Linux on x86-64 and aarch64 with 4 KiB
+/// pages; larger pages only make the kernel round our requests up).
+pub(crate) const OS_PAGE: usize = 4096;
+
+/// Maps `len` bytes (a multiple of [`OS_PAGE`]) of fresh, zeroed, private anonymous memory.
+pub(crate) fn map(len: usize) -> Option<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+    // existing memory.
+    let at = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        None
+    } else {
+        NonNull::new(at.cast::<u8>())
+    }
+}
+
+/// Maps `len` bytes aligned to `align` (a power of two, at least [`OS_PAGE`]): maps
+/// `len + align` and gives back the parts before and after the aligned run.
+pub(crate) fn map_aligned(len: usize, align: usize) -> Option<NonNull<u8>> {
+    if align <= OS_PAGE {
+        return map(len);
+    }
+    let over = len.checked_add(align)?;
+    let raw = map(over)?;
+    let start = raw.as_ptr();
+    let lead = start.align_offset(align);
+    // SAFETY: `lead < align`, so `start + lead + len` stays inside the `len + align` mapping.
+    let aligned = unsafe { start.add(lead) };
+    if lead > 0 {
+        unmap(start, lead);
+    }
+    let tail = align - lead;
+    if tail > 0 {
+        // SAFETY: the tail starts `len` bytes after `aligned`, inside the mapping.
+        unmap(unsafe { aligned.add(len) }, tail);
+    }
+    NonNull::new(aligned)
+}
+
+/// Gives back a mapping (or part of one) made by [`map`].
+pub(crate) fn unmap(at: *mut u8, len: usize) {
+    // SAFETY: the caller hands back pages of a mapping it made and that nothing uses any more;
+    // an error (which can only be a bad argument) leaves the mapping as it was.
+    unsafe { libc::munmap(at.cast(), len) };
+}
+
+/// Tells the kernel that the pages of `[at, at + len)` are free: their physical memory goes
+/// back at once, and they read as zero when touched again.
+pub(crate) fn purge(at: *mut u8, len: usize) -> bool {
+    // SAFETY: the range lies inside one of our mappings and holds nothing anyone reads.
+    unsafe { libc::madvise(at.cast(), len, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Grows or shrinks the mapping at `at` from `old_len` to `new_len` bytes, moving it if the
+/// kernel must; the contents move with it (page tables, no copy).
+pub(crate) fn remap(at: *mut u8, old_len: usize, new_len: usize) -> Option<NonNull<u8>> {
+    // SAFETY: `at`/`old_len` name a whole mapping of ours; on success the old range is gone
+    // and the new one holds its contents.
+    let moved = unsafe { libc::mremap(at.cast(), old_len, new_len, libc::MREMAP_MAYMOVE) };
+    if moved == libc::MAP_FAILED {
+        None
+    } else {
+        // The pointer comes from the kernel, like `mmap`'s: it is the new mapping's own.
+        NonNull::new(moved.cast::<u8>())
+    }
+}
+
+/// Milliseconds on a coarse monotonic clock (the vDSO's, no system call).
+pub(crate) fn now_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC_COARSE exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
+}
+
+/// How many CPUs are online (at least 1), without allocating.
+pub(crate) fn cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n < 1 { 1 } else { n as usize }
+}

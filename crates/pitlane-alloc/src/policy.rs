@@ -1,0 +1,130 @@
+//! The purge policy: when free memory goes back to the operating system.
+
+use core::sync::atomic::Ordering;
+
+use crate::large::LARGE_CACHE_BYTES;
+use crate::pool::PURGE_DELAY_MS;
+
+/// When the allocator gives free memory back to the OS.
+///
+/// - A 64 KiB page that holds no block is kept *dirty* (its memory still mapped, ready for
+///   reuse without page faults) for `delay_ms`, then purged with `madvise(MADV_DONTNEED)`:
+///   its memory goes back to the OS at once, its address range stays reserved.
+/// - A freed large block (over 16 KiB) is kept, whole, for reuse by a later large request of a
+///   similar size, for `delay_ms`, then unmapped; at most `large_cache_bytes` of them are kept
+///   (the oldest are unmapped first when a new one would exceed that).
+///
+/// There is no background thread: the clock is checked on the allocator's slow paths (a page
+/// released, a large block freed), at most every `delay_ms / 2`. A process that stops
+/// allocating altogether keeps what it freed last until its next slow path or a call to
+/// [`collect`](crate::collect).
+///
+/// The defaults are 100 ms and 64 MiB; the environment variables
+/// `PITLANE_ALLOC_PURGE_DELAY_MS` and `PITLANE_ALLOC_LARGE_CACHE_MB`, read once at the first
+/// allocation, override them, and [`set_purge_policy`] changes them at any time.
+///
+/// ```
+/// use pitlane_alloc::{PurgePolicy, purge_policy, set_purge_policy};
+///
+/// let old = purge_policy();
+/// set_purge_policy(PurgePolicy { delay_ms: 0, ..old }); // purge at every sweep
+/// assert_eq!(purge_policy().delay_ms, 0);
+/// set_purge_policy(old);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PurgePolicy {
+    /// How long free pages and freed large mappings are kept before they go back to the OS.
+    pub delay_ms: u64,
+    /// The most bytes of freed large mappings kept for reuse.
+    pub large_cache_bytes: usize,
+}
+
+impl PurgePolicy {
+    /// The default delay: 100 ms.
+    pub const DEFAULT_DELAY_MS: u64 = 100;
+    /// The default cache of freed large mappings: 64 MiB.
+    pub const DEFAULT_LARGE_CACHE_BYTES: usize = 64 << 20;
+}
+
+impl Default for PurgePolicy {
+    /// The defaults: `delay_ms` 100, `large_cache_bytes` 64 MiB.
+    ///
+    /// ```
+    /// let p = pitlane_alloc::PurgePolicy::default();
+    /// assert_eq!((p.delay_ms, p.large_cache_bytes), (100, 64 << 20));
+    /// ```
+    fn default() -> Self {
+        Self {
+            delay_ms: Self::DEFAULT_DELAY_MS,
+            large_cache_bytes: Self::DEFAULT_LARGE_CACHE_BYTES,
+        }
+    }
+}
+
+/// The purge policy in force.
+///
+/// ```
+/// assert!(pitlane_alloc::purge_policy().large_cache_bytes > 0 || true);
+/// ```
+pub fn purge_policy() -> PurgePolicy {
+    PurgePolicy {
+        delay_ms: PURGE_DELAY_MS.load(Ordering::Relaxed),
+        large_cache_bytes: LARGE_CACHE_BYTES.load(Ordering::Relaxed),
+    }
+}
+
+/// Changes the purge policy for the whole process, from the next sweep on.
+///
+/// ```
+/// let p = pitlane_alloc::purge_policy();
+/// pitlane_alloc::set_purge_policy(pitlane_alloc::PurgePolicy { large_cache_bytes: 0, ..p });
+/// assert_eq!(pitlane_alloc::purge_policy().large_cache_bytes, 0);
+/// pitlane_alloc::set_purge_policy(p);
+/// ```
+pub fn set_purge_policy(policy: PurgePolicy) {
+    PURGE_DELAY_MS.store(policy.delay_ms, Ordering::Relaxed);
+    LARGE_CACHE_BYTES.store(policy.large_cache_bytes, Ordering::Relaxed);
+}
+
+/// Reads the environment overrides (at initialisation; `getenv` does not allocate).
+pub(crate) fn init_from_env() {
+    if let Some(ms) = env_number(c"PITLANE_ALLOC_PURGE_DELAY_MS") {
+        PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
+    }
+    if let Some(mb) = env_number(c"PITLANE_ALLOC_LARGE_CACHE_MB") {
+        LARGE_CACHE_BYTES.store((mb as usize).saturating_mul(1 << 20), Ordering::Relaxed);
+    }
+}
+
+/// A decimal number from the environment, if the variable is set and is one.
+fn env_number(name: &core::ffi::CStr) -> Option<u64> {
+    // SAFETY: `name` is NUL-terminated; the result is null or a NUL-terminated string that we
+    // only read right away.
+    let value = unsafe { libc::getenv(name.as_ptr()) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: as above.
+    let bytes = unsafe { core::ffi::CStr::from_ptr(value) }.to_bytes();
+    if bytes.is_empty() || bytes.len() > 18 || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(
+        bytes
+            .iter()
+            .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')),
+    )
+}
+
+/// Gives free memory back to the OS now: the calling thread's empty pages go to the pool,
+/// every free page is purged, every cached large mapping unmapped, and the heaps of exited
+/// threads are visited — whatever the delay.
+///
+/// ```
+/// pitlane_alloc::collect();
+/// assert_eq!(pitlane_alloc::stats().large_cached, 0);
+/// ```
+pub fn collect() {
+    crate::heap::tidy_mine();
+    crate::pool::sweep_now(crate::os::now_ms(), true);
+}

@@ -1,0 +1,273 @@
+//! The free-page pool: empty pages shared between all heaps through two Bagpipes, and the
+//! purge policy that gives their memory back to the OS.
+//!
+//! # Pipes that cannot recurse
+//!
+//! The pool is pitlane-queue's [`Bagpipe`] over [`PageStack`]s, a [`WeakBag`] written here: a
+//! Treiber stack whose links live *inside the page descriptors* (`Page::pool_next`) and whose
+//! top is a [`TaggedIndex`] of 21 index bits (a global page number) and a 43-bit generation
+//! against ABA. A push or pop allocates nothing, takes no lock and needs no epoch, so the pool
+//! can serve the allocator's own slow paths. (pitlane-queue's own `Stack` and `Queue` allocate
+//! their nodes from the global allocator and pin crossbeam-epoch, which would call back into
+//! this allocator from inside it.) Page descriptors are never unmapped, so a pop that read a
+//! stale top reads a valid `pool_next` and then fails its compare-and-swap.
+//!
+//! - try_push: link the page to the top seen, CAS the top; a lost CAS is `Transient`.
+//! - try_pop: read the top and its `pool_next`, CAS the top to it; an empty top is `Empty`,
+//!   a lost CAS `Transient`. Linearization points: the successful CAS, or the load that saw an
+//!   empty top.
+//!
+//! The Bagpipe walks its pipes (twice the CPUs, rounded up to a power of two) from a per-thread
+//! position; a pop that finds every pipe empty falls back to a never-used page. The Bagpipe
+//! itself is built once, on the allocator's first use; its array of pipes is the one
+//! allocation the allocator makes through the global allocator, and while it is being built
+//! (possibly by a nested call into this very allocator) pages go to and come from a single
+//! boot [`PageStack`] instead.
+//!
+//! No revocation is used: a page enters the pool only when it holds no block, and leaves it
+//! only through a pop, so nothing ever needs to be pulled out of the middle of a pipe.
+//!
+//! # Purging (the policy)
+//!
+//! A page that becomes empty goes to the *dirty* Bagpipe with the time it arrived. At most
+//! every half [`purge delay`](crate::PurgePolicy::delay_ms), a slow path (a page release, a
+//! large free) sweeps: dirty pages older than the delay are purged (`madvise(MADV_DONTNEED)`,
+//! their memory back to the OS at once) and moved to the *clean* Bagpipe; freed large mappings
+//! older than the delay are unmapped; the heaps of exited threads are visited and their empty
+//! pages released. Heaps take dirty pages first (their memory is still warm), then clean ones,
+//! then fresh ones. [`collect`](crate::collect) sweeps at once, ignoring the delay.
+
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+use pitlane_queue::bagpipe::Bagpipe;
+use pitlane_queue::{PopError, PushError, WeakBag};
+use pitlane_sync::{Tagged, TaggedIndex};
+
+use crate::os;
+use crate::segment::{self, PAGE_SIZE, Page};
+use crate::stats::Counters;
+
+/// Index bits of a page number in a stack's top word.
+const INDEX_BITS: u32 = 21;
+/// The page number that means "no page".
+const NIL: u32 = Tagged::<INDEX_BITS>::NIL;
+
+/// A lock-free intrusive stack of pages (by global page number), linked through their
+/// descriptors: one pipe of the pool's Bagpipes. See the [module documentation](self).
+pub(crate) struct PageStack {
+    top: TaggedIndex<INDEX_BITS>,
+    len: AtomicUsize,
+}
+
+impl PageStack {
+    pub(crate) const fn new() -> Self {
+        Self {
+            top: TaggedIndex::new(NIL),
+            len: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Default for PageStack {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WeakBag for PageStack {
+    type Item = u32;
+
+    fn try_push(&self, number: u32) -> Result<(), PushError<u32>> {
+        let page = segment::page_by_number(number);
+        let top = self.top.load(Ordering::Acquire);
+        // SAFETY: the page is ours to push (in no heap, no pool); descriptors are never freed.
+        unsafe { (*page).pool_next.store(top.index(), Ordering::Relaxed) };
+        match self
+            .top
+            .compare_exchange(top, number, Ordering::Release, Ordering::Relaxed)
+        {
+            Ok(_) => {
+                self.len.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(_) => Err(PushError::Transient(number)),
+        }
+    }
+
+    fn try_pop(&self) -> Result<u32, PopError> {
+        let top = self.top.load(Ordering::Acquire);
+        if top.is_nil() {
+            return Err(PopError::Empty);
+        }
+        let page = segment::page_by_number(top.index());
+        // SAFETY: descriptors are never freed; if the page left the stack since the load, the
+        // value read is stale and the CAS below fails on the generation.
+        let next = unsafe { (*page).pool_next.load(Ordering::Relaxed) };
+        match self
+            .top
+            .compare_exchange(top, next, Ordering::Acquire, Ordering::Acquire)
+        {
+            Ok(_) => {
+                self.len.fetch_sub(1, Ordering::Relaxed);
+                Ok(top.index())
+            }
+            Err(_) => Err(PopError::Transient),
+        }
+    }
+
+    fn size_guess(&self) -> usize {
+        // Pushes count after their CAS and pops after theirs, so the difference may dip below
+        // zero for a moment; read that as empty.
+        let len = self.len.load(Ordering::Relaxed);
+        if len > isize::MAX as usize { 0 } else { len }
+    }
+
+    type Handle<'a> = &'a PageStack;
+
+    fn handle(&self) -> &PageStack {
+        self
+    }
+}
+
+/// The two Bagpipes of free pages.
+struct Pool {
+    dirty: Bagpipe<PageStack>,
+    clean: Bagpipe<PageStack>,
+}
+
+/// The pool, once built.
+static POOL: AtomicPtr<Pool> = AtomicPtr::new(core::ptr::null_mut());
+/// Where free pages go while the pool is being built.
+static BOOT: PageStack = PageStack::new();
+
+/// Builds the pool (once, from the allocator's initialisation). Allocates the Bagpipes'
+/// pipes through the global allocator; a nested call into this allocator meanwhile finds
+/// `POOL` null and uses `BOOT`.
+pub(crate) fn init() {
+    let pipes = (2 * os::cpus()).next_power_of_two();
+    let (Ok(dirty), Ok(clean)) = (
+        Bagpipe::<PageStack>::with_pipes(pipes),
+        Bagpipe::<PageStack>::with_pipes(pipes),
+    ) else {
+        return;
+    };
+    let pool = std::boxed::Box::into_raw(std::boxed::Box::new(Pool { dirty, clean }));
+    POOL.store(pool, Ordering::Release);
+}
+
+#[inline]
+fn pool() -> Option<&'static Pool> {
+    let pool = POOL.load(Ordering::Acquire);
+    // SAFETY: a published pool is never freed.
+    (!pool.is_null()).then(|| unsafe { &*pool })
+}
+
+/// Takes a free page: a dirty one, else a clean (purged) one, else a never-used one. The
+/// page's memory may hold old contents (dirty) or zeroes.
+pub(crate) fn acquire() -> Option<NonNull<Page>> {
+    if let Some(pool) = pool() {
+        if let Some(number) = pool.dirty.pop() {
+            return NonNull::new(segment::page_by_number(number));
+        }
+        if let Some(number) = pool.clean.pop() {
+            Counters::get()
+                .purged
+                .fetch_sub(PAGE_SIZE, Ordering::Relaxed);
+            return NonNull::new(segment::page_by_number(number));
+        }
+    }
+    if let Some(number) = BOOT.pop() {
+        return NonNull::new(segment::page_by_number(number));
+    }
+    segment::fresh_page()
+}
+
+/// Gives an empty page (in no heap) back to the pool, then sweeps if one is due.
+pub(crate) fn release(page: &Page) {
+    let now = os::now_ms();
+    page.released_at.store(now, Ordering::Relaxed);
+    match pool() {
+        Some(pool) => pool.dirty.push(page.number.get()),
+        None => BOOT.push(page.number.get()),
+    }
+    maybe_sweep(now);
+}
+
+/// The purge delay in milliseconds (see [`crate::PurgePolicy`]).
+pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(crate::PurgePolicy::DEFAULT_DELAY_MS);
+/// When the next sweep is due.
+static NEXT_SWEEP: AtomicU64 = AtomicU64::new(0);
+/// Set while a thread sweeps: one sweep at a time.
+static SWEEPING: AtomicBool = AtomicBool::new(false);
+
+/// Sweeps if one is due and no other thread is sweeping.
+#[inline]
+pub(crate) fn maybe_sweep(now: u64) {
+    if now < NEXT_SWEEP.load(Ordering::Relaxed) {
+        return;
+    }
+    sweep_now(now, false);
+}
+
+/// One sweep (see the module documentation); `force` ignores the delay. Returns without
+/// sweeping if another thread is sweeping.
+#[cold]
+pub(crate) fn sweep_now(now: u64, force: bool) {
+    if SWEEPING.swap(true, Ordering::Acquire) {
+        return;
+    }
+    let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
+    NEXT_SWEEP.store(now + (delay / 2).max(1), Ordering::Relaxed);
+    crate::heap::reclaim_parked();
+    if let Some(pool) = pool() {
+        purge_dirty(pool, now, delay, force);
+    }
+    crate::large::sweep(now, delay, force);
+    SWEEPING.store(false, Ordering::Release);
+}
+
+/// Purges the dirty pages older than `delay` (all of them if `force`), moving them to the
+/// clean Bagpipe; younger ones go back to the dirty one.
+fn purge_dirty(pool: &Pool, now: u64, delay: u64, force: bool) {
+    let mut young: *mut Page = core::ptr::null_mut();
+    let budget = pool.dirty.size_guess();
+    let counters = Counters::get();
+    for _ in 0..budget {
+        let Some(number) = pool.dirty.pop() else {
+            break;
+        };
+        let page = segment::page_by_number(number);
+        // SAFETY: popped, so this thread has the page alone until it pushes it again.
+        let page = unsafe { &*page };
+        let age = now.saturating_sub(page.released_at.load(Ordering::Relaxed));
+        if force || age >= delay {
+            if os::purge(page.start.get(), PAGE_SIZE) {
+                counters.purged.fetch_add(PAGE_SIZE, Ordering::Relaxed);
+                counters.purges.fetch_add(1, Ordering::Relaxed);
+                pool.clean.push(number);
+            } else {
+                pool.dirty.push(number);
+            }
+        } else {
+            // Keep it aside (linked through the heap link, unused while in the pool) so that
+            // this sweep does not pop it again.
+            page.delayed_next.store(young, Ordering::Relaxed);
+            young = core::ptr::from_ref(page).cast_mut();
+        }
+    }
+    while !young.is_null() {
+        // SAFETY: pages set aside above, still ours.
+        let page = unsafe { &*young };
+        young = page.delayed_next.load(Ordering::Relaxed);
+        pool.dirty.push(page.number.get());
+    }
+}
+
+/// Pages in the pool now (dirty, clean), for statistics and tests.
+pub(crate) fn pool_pages() -> (usize, usize) {
+    match pool() {
+        Some(pool) => (pool.dirty.size_guess(), pool.clean.size_guess()),
+        None => (BOOT.size_guess(), 0),
+    }
+}

@@ -1,0 +1,159 @@
+//! Statistics: what the allocator holds, as `stats()` reports it.
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crate::class::{CLASS_SIZES, CLASSES};
+use crate::segment::{self, PAGE_SIZE, SEGMENT_SIZE};
+
+/// The process-wide counters the slow paths keep (the fast paths count nothing: bytes in use
+/// are read from the page descriptors when asked).
+pub(crate) struct Counters {
+    /// Bytes mapped from the OS and not unmapped: segments, large blocks, cached large blocks.
+    pub(crate) mapped: AtomicUsize,
+    /// Bytes of large blocks handed out and not freed (whole mappings, header included).
+    pub(crate) large_in_use: AtomicUsize,
+    /// Bytes of freed large mappings kept for reuse.
+    pub(crate) large_cached: AtomicUsize,
+    /// Bytes of free pages purged and not reused since.
+    pub(crate) purged: AtomicUsize,
+    /// Pages purged and large mappings unmapped by the purge policy, ever.
+    pub(crate) purges: AtomicU64,
+}
+
+static COUNTERS: Counters = Counters {
+    mapped: AtomicUsize::new(0),
+    large_in_use: AtomicUsize::new(0),
+    large_cached: AtomicUsize::new(0),
+    purged: AtomicUsize::new(0),
+    purges: AtomicU64::new(0),
+};
+
+impl Counters {
+    #[inline]
+    pub(crate) fn get() -> &'static Counters {
+        &COUNTERS
+    }
+}
+
+/// A snapshot of the allocator's memory, process-wide.
+///
+/// Taken without stopping other threads, so each figure is read at a slightly different
+/// moment; exact when no other thread allocates meanwhile. Blocks freed by a thread other than
+/// the one whose heap owns their page count as in use until that heap collects them (its next
+/// allocation that finds its current page empty, or a sweep of an exited thread's heap).
+///
+/// ```
+/// let stats = pitlane_alloc::stats();
+/// assert!(stats.in_use <= stats.mapped);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Bytes of blocks handed out and not freed: small blocks at their class size, large
+    /// blocks at the size of their mapping.
+    pub in_use: usize,
+    /// Bytes of address space mapped from the OS (segments and large mappings, cached ones
+    /// included). Purged pages stay mapped but hold no memory.
+    pub mapped: usize,
+    /// Bytes of free pages purged (given back with `madvise`) and not reused since.
+    pub purged: usize,
+    /// Pages purged and large mappings unmapped by the purge policy since the process began.
+    pub purges: u64,
+    /// Bytes of freed large mappings kept for reuse (part of `mapped`).
+    pub large_cached: usize,
+    /// 4 MiB segments mapped for small blocks.
+    pub segments: usize,
+    /// Pages (64 KiB) that heaps own.
+    pub pages_owned: usize,
+    /// Empty pages in the pool, ready for any heap: not yet purged, and purged.
+    pub free_pages: (usize, usize),
+}
+
+/// One size class in [`class_stats`].
+///
+/// ```
+/// let classes = pitlane_alloc::class_stats();
+/// assert_eq!(classes[0].block_size, 8);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClassStats {
+    /// The size of the class's blocks.
+    pub block_size: usize,
+    /// Pages holding blocks of this class.
+    pub pages: usize,
+    /// Blocks handed out and not freed.
+    pub blocks_in_use: usize,
+    /// `blocks_in_use * block_size`.
+    pub bytes_in_use: usize,
+}
+
+/// What the allocator holds now, process-wide: bytes in use, mapped, purged (see [`Stats`]).
+/// Walks the page descriptors (a few microseconds per GiB of small blocks).
+///
+/// ```
+/// use pitlane_alloc::PitlaneAlloc;
+/// use allocator_api2::boxed::Box;
+///
+/// let before = pitlane_alloc::stats().in_use;
+/// let block = Box::new_in([0u8; 100_000], PitlaneAlloc::new());
+/// assert!(pitlane_alloc::stats().in_use >= before + 100_000 || std::thread::panicking());
+/// drop(block);
+/// ```
+pub fn stats() -> Stats {
+    let c = Counters::get();
+    let mut small = 0;
+    let mut pages_owned = 0;
+    segment::for_each_page(|page| {
+        if !page.owner.load(Ordering::Acquire).is_null() {
+            pages_owned += 1;
+            let class = page.class.load(Ordering::Relaxed) as usize;
+            small += page.used.load(Ordering::Relaxed) as usize * CLASS_SIZES[class] as usize;
+        }
+    });
+    let segments = segment::segment_count();
+    Stats {
+        in_use: small + c.large_in_use.load(Ordering::Relaxed),
+        mapped: c.mapped.load(Ordering::Relaxed),
+        purged: c.purged.load(Ordering::Relaxed),
+        purges: c.purges.load(Ordering::Relaxed),
+        large_cached: c.large_cached.load(Ordering::Relaxed),
+        segments,
+        pages_owned,
+        free_pages: crate::pool::pool_pages(),
+    }
+}
+
+/// Per size class: pages and blocks in use, smallest class first (one entry per class).
+///
+/// ```
+/// use pitlane_alloc::PitlaneAlloc;
+/// use allocator_api2::boxed::Box;
+///
+/// let block = Box::new_in(7u64, PitlaneAlloc::new());
+/// let classes = pitlane_alloc::class_stats();
+/// let eight = classes.iter().find(|c| c.block_size == 8).unwrap();
+/// assert!(eight.blocks_in_use >= 1);
+/// drop(block);
+/// ```
+pub fn class_stats() -> Vec<ClassStats> {
+    let mut classes: Vec<ClassStats> = (0..CLASSES)
+        .map(|c| ClassStats {
+            block_size: CLASS_SIZES[c] as usize,
+            ..ClassStats::default()
+        })
+        .collect();
+    segment::for_each_page(|page| {
+        if !page.owner.load(Ordering::Acquire).is_null() {
+            let entry = &mut classes[page.class.load(Ordering::Relaxed) as usize];
+            entry.pages += 1;
+            entry.blocks_in_use += page.used.load(Ordering::Relaxed) as usize;
+        }
+    });
+    for entry in &mut classes {
+        entry.bytes_in_use = entry.blocks_in_use * entry.block_size;
+    }
+    classes
+}
+
+const _: () = assert!(SEGMENT_SIZE % PAGE_SIZE == 0);
