@@ -46,9 +46,16 @@ pub(crate) fn note_segment(base: *mut u8) {
     }
 }
 
-/// Whether `ptr` lies in one of our segments.
+/// Whether `ptr` lies in one of our segments: then, if it is a block at all, it is a small
+/// block (see [`free_small`]). One load and a bit test.
+///
+/// ```
+/// let block = pitlane_alloc::raw::malloc(10, 8);
+/// assert!(pitlane_alloc::raw::in_segment(block));
+/// # unsafe { pitlane_alloc::raw::free(block) };
+/// ```
 #[inline(always)]
-fn in_segment(ptr: *mut u8) -> bool {
+pub fn in_segment(ptr: *mut u8) -> bool {
     let region = ptr.addr() >> SEGMENT_SIZE.trailing_zeros();
     match REGIONS.get(region / 64) {
         Some(word) => word.load(Ordering::Acquire) & (1 << (region % 64)) != 0,
@@ -105,6 +112,23 @@ pub fn calloc(size: usize, align: usize) -> *mut u8 {
     };
     // SAFETY: as in `malloc`.
     unsafe { crate::alloc_in(heap::thread_heap(), layout, ptr::null_mut(), true) }
+}
+
+/// Frees the small block at `ptr` (one for which [`in_segment`] holds).
+///
+/// # Safety
+/// `ptr` is a live block from [`malloc`], [`calloc`] or [`realloc`], in a segment.
+///
+/// ```
+/// let block = pitlane_alloc::raw::malloc(10, 8);
+/// assert!(pitlane_alloc::raw::in_segment(block));
+/// // SAFETY: a live small block of ours, freed once.
+/// unsafe { pitlane_alloc::raw::free_small(block) };
+/// ```
+#[inline(always)]
+pub unsafe fn free_small(ptr: *mut u8) {
+    // SAFETY: a live small block; the thread heap is the calling thread's.
+    unsafe { heap::free_small(heap::thread_heap(), ptr) }
 }
 
 /// Frees the block at `ptr`.

@@ -36,6 +36,10 @@ enum Commands {
 pub struct UsageError(pub String);
 
 fn main() -> ExitCode {
+    // A child of the `malloc` bench suite runs its workload and nothing else.
+    if let Some(code) = pitlane_bench::suites::malloc::child_main() {
+        return code;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Commands::Bench(args) => bench_cmd::run(args),

@@ -22,6 +22,9 @@
 //!
 //! - `malloc(0)`, `calloc(0, n)`, `aligned_alloc(a, 0)` and `operator new(0)` return a unique
 //!   pointer that `free` (or `delete`) accepts.
+//! - A block of `malloc(n)` is aligned to 16 bytes when `n` is a multiple of 16 or more than
+//!   56, and to 8 otherwise: what any object of `n` bytes can need (C17's `max_align_t` is 16
+//!   bytes, and an object's size is a multiple of its alignment).
 //! - Every failure returns null and sets `errno` to `ENOMEM` (`EINVAL` for a bad alignment to
 //!   `aligned_alloc` and `memalign`); `posix_memalign` returns the error and leaves `*p` and
 //!   `errno` alone. Sizes past `isize::MAX`, and `calloc`/`reallocarray` products that
@@ -51,8 +54,12 @@ use core::ptr;
 
 use pitlane_alloc::raw;
 
-/// The alignment `malloc` guarantees: that of `max_align_t` on x86-64 and AArch64 Linux.
-const MALLOC_ALIGN: usize = 16;
+/// The alignment `malloc` asks of the allocator. Blocks are aligned to the largest power of
+/// two that divides their size class (see pitlane-alloc's size classes), so a block is
+/// 16-aligned whenever its size is a multiple of 16 or above 56 bytes, and 8-aligned
+/// otherwise: every object that fits a block of 24, 40 or 56 bytes needs at most 8 (an
+/// object's size is a multiple of its alignment). mimalloc does the same.
+const MALLOC_ALIGN: usize = 8;
 
 fn set_errno(value: c_int) {
     // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.
@@ -104,13 +111,24 @@ pub unsafe extern "C" fn free(block: *mut c_void) {
 #[inline]
 fn release(block: *mut c_void) {
     let block = block.cast::<u8>();
+    if raw::in_segment(block) {
+        // SAFETY: a pointer into one of our segments; the C contract makes it a live block.
+        unsafe { raw::free_small(block) };
+        return;
+    }
+    release_large(block);
+}
+
+/// A block outside the segments: a large block of ours, or a foreign pointer.
+#[inline(never)]
+fn release_large(block: *mut u8) {
     if !raw::owns(block) {
         foreign_free(block);
         return;
     }
-    // Purging or unmapping on this path may set errno; `free` must not.
+    // Unmapping or purging on this path may set errno; `free` must not.
     let saved = errno();
-    // SAFETY: `block` lies in our memory; the C contract makes it a live block of ours.
+    // SAFETY: `block` is ours, and by the C contract a live block.
     unsafe { raw::free(block) };
     set_errno(saved);
 }

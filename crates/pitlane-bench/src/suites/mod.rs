@@ -10,6 +10,7 @@ use crate::runner::{Bench, BenchError};
 pub mod bag;
 pub mod lincheck;
 pub mod locks;
+pub mod malloc;
 pub mod slab;
 pub mod spsc;
 pub mod wait;
@@ -68,6 +69,7 @@ pub fn all() -> Vec<Box<dyn Suite>> {
         Box::new(spsc::Spsc),
         Box::new(bag::Bag),
         Box::new(wait::Wait),
+        Box::new(malloc::MallocSuite),
         Box::new(lincheck::Lincheck),
     ]
 }
