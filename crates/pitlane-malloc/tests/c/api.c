@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../include/pitlane_malloc.h"
+
 static int checks;
 
 #define CHECK(cond)                                                               \
@@ -289,6 +291,8 @@ int main(void) {
     /* The marker: the allocator in use is pitlane-malloc. */
     const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "pitlane_malloc_version");
     if (version == NULL) {
+        /* Declared by pitlane_malloc.h; reached through dlsym so that the program also runs
+         * (and refuses, with exit code 2) without the library. */
         fprintf(stderr, "pitlane-malloc is not the malloc in use\n");
         return 2;
     }
