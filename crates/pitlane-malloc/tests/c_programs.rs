@@ -97,6 +97,23 @@ fn the_c_program_passes_when_preloaded() {
 }
 
 #[test]
+fn a_foreign_pointer_is_reported_once_and_survived() {
+    let dir = scratch("c-foreign");
+    let program = dir.join("api");
+    compile("cc", &[source("api.c")], &program, &["-lpthread", "-ldl"]);
+    let output = run(preloaded(&program).arg("foreign"));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "survived");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr
+            .matches("free() of a pointer it did not allocate")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
 fn the_c_program_passes_linked_against_the_shared_library() {
     let dir = scratch("c-shared");
     let program = dir.join("api");

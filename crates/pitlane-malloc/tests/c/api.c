@@ -10,12 +10,15 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "../../include/pitlane_malloc.h"
 
@@ -287,7 +290,58 @@ static void fork_case(void) {
     free(kept);
 }
 
-int main(void) {
+/* What glibc itself allocates and frees: thread-specific data whose destructor frees at
+ * thread exit, dlerror's message buffer, and posix_spawn (its child shares the parent's
+ * memory until exec). */
+static pthread_key_t key;
+static int destructor_runs;
+
+static void free_at_exit(void *value) {
+    CHECK(filled(value, 300, 7));
+    free(value);
+    __atomic_fetch_add(&destructor_runs, 1, __ATOMIC_RELAXED);
+}
+
+static void *set_specific(void *arg) {
+    (void)arg;
+    unsigned char *value = malloc(300);
+    fill(value, 300, 7);
+    pthread_setspecific(key, value);
+    return NULL;
+}
+
+static void glibc_internals_case(void) {
+    CHECK(pthread_key_create(&key, free_at_exit) == 0);
+    for (int i = 0; i < 8; i++) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, set_specific, NULL) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    CHECK(destructor_runs == 8);
+    CHECK(dlsym(RTLD_DEFAULT, "no_such_symbol_in_this_process") == NULL);
+    CHECK(dlerror() != NULL);
+    pid_t pid;
+    char *argv[] = {"true", NULL};
+    CHECK(posix_spawnp(&pid, "true", NULL, NULL, argv, environ) == 0);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* `api foreign`: frees pointers this allocator never handed out (undefined behaviour in C,
+ * which the library must survive): it reports on stderr and the program goes on. */
+static int foreign_case(void) {
+    /* 64-byte aligned, not page-aligned: the header check reads the zeros before it. */
+    static char not_from_malloc[8192] __attribute__((aligned(4096)));
+    free(not_from_malloc + 128);
+    char on_stack[100];
+    free(on_stack + 8);
+    void *fine = malloc(10);
+    free(fine);
+    printf("survived\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
     /* The marker: the allocator in use is pitlane-malloc. */
     const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "pitlane_malloc_version");
     if (version == NULL) {
@@ -296,6 +350,7 @@ int main(void) {
         fprintf(stderr, "pitlane-malloc is not the malloc in use\n");
         return 2;
     }
+    if (argc > 1 && strcmp(argv[1], "foreign") == 0) return foreign_case();
     malloc_and_free();
     calloc_cases();
     realloc_cases();
@@ -303,6 +358,7 @@ int main(void) {
     cfree_case();
     threads_case();
     fork_case();
+    glibc_internals_case();
     printf("ok %d checks (%s)\n", checks, version());
     return 0;
 }
