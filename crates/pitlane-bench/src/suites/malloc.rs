@@ -3,7 +3,7 @@
 //!
 //! Every subject runs the same code: this binary, started again as a child process with
 //! `LD_PRELOAD` naming the allocator's shared library (none for glibc), runs one workload and
-//! prints its time, its peak resident set (`getrusage`) and a checksum of the bytes it read
+//! prints its time, its peak resident set (`VmHWM`) and a checksum of the bytes it read
 //! back. A pass per child keeps each allocator's memory to itself, and is the only way to
 //! give several C allocators the same program: none of them can be linked into this process
 //! without replacing its `malloc`. The libraries:
@@ -128,7 +128,7 @@ impl Suite for MallocSuite {
             "Each subject is this binary started again as a child process, with `LD_PRELOAD` \
              naming the allocator's shared library (none for glibc 2.36's own malloc): the \
              same workload code calls `malloc` and `free` through the C ABI. Peak RSS is the \
-             child's `ru_maxrss`. jemalloc 5.3.0 and mimalloc 2.0.9 are Debian's packages \
+             child's `VmHWM` (its own peak; `ru_maxrss` would carry the parent's across `exec`). jemalloc 5.3.0 and mimalloc 2.0.9 are Debian's packages \
              `libjemalloc2` and `libmimalloc2.0`; pitlane-malloc is `libpitlane_malloc.so` \
              beside the `pitlane` binary.",
         );
@@ -255,14 +255,19 @@ pub fn child_main() -> Option<ExitCode> {
     Some(ExitCode::SUCCESS)
 }
 
+/// This process's peak resident set in KiB (`VmHWM` of `/proc/self/status`; -1 if it cannot
+/// be read). Not `getrusage`: its `ru_maxrss` survives `exec`, so a child would report the
+/// parent's peak whenever that is larger.
 fn peak_rss_kib() -> i64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: `getrusage` fills the struct it is given.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
-        return -1;
-    }
-    // SAFETY: filled by the successful call.
-    unsafe { usage.assume_init() }.ru_maxrss
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(-1)
 }
 
 /// Runs a workload; returns how many operations it timed and its checksum.
