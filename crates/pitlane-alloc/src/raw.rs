@@ -90,6 +90,18 @@ pub fn owns(ptr: *mut u8) -> bool {
 /// ```
 #[inline]
 pub fn malloc(size: usize, align: usize) -> *mut u8 {
+    if size <= class::SMALL_MAX && align <= 8 {
+        // The C malloc's path: a size class by table, no `Layout` to check (a size of 0 takes
+        // the smallest class, so each such block is distinct).
+        // SAFETY: the thread heap is the calling thread's.
+        return unsafe { heap::alloc_small(heap::thread_heap(), class::class_of_small(size)) };
+    }
+    malloc_aligned(size, align)
+}
+
+/// [`malloc`] for large sizes and alignments above 8.
+#[inline(never)]
+fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
     let Ok(layout) = Layout::from_size_align(size.max(1), align) else {
         return ptr::null_mut();
     };
