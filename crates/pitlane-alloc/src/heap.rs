@@ -133,9 +133,6 @@ fn empty_heap() -> *mut HeapCore {
 }
 
 thread_local! {
-    /// The calling thread's heap, or the empty heap. No destructor: thread exit goes through
-    /// the pthread key.
-    static HEAP: Cell<*mut HeapCore> = const { Cell::new((&raw const EMPTY_HEAP).cast_mut()) };
     /// Set once the thread's key destructor ran: later allocations use the orphan heap.
     static EXITING: Cell<bool> = const { Cell::new(false) };
 }
@@ -143,7 +140,88 @@ thread_local! {
 /// The calling thread's heap (the empty heap if it has none).
 #[inline(always)]
 pub(crate) fn thread_heap() -> *mut HeapCore {
-    HEAP.with(Cell::get)
+    heap_slot::get()
+}
+
+/// Where the calling thread's heap pointer lives: a thread-local word read on every
+/// allocation and free.
+///
+/// On x86-64 Linux it is a word of the static TLS block, reached with the initial-exec model
+/// (one load of its offset from the GOT, one load through `fs`), written in assembly because
+/// stable Rust cannot choose a TLS model: a `thread_local!` in a shared library
+/// (`libpitlane_malloc.so`) uses the general-dynamic model, a call to `__tls_get_addr` per
+/// access. The word's initial value is the empty heap's address. A library with
+/// initial-exec TLS must be loaded at program start (preloaded or linked) or find room in
+/// the static TLS surplus when `dlopen`ed, which glibc keeps for such libraries; 8 bytes.
+/// Elsewhere, a `thread_local!` without destructor.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(pitlane_loom)))]
+mod heap_slot {
+    use super::{EMPTY_HEAP, HeapCore};
+
+    core::arch::global_asm!(
+        ".pushsection .tdata.pitlane_alloc_heap_slot, \"awT\", @progbits",
+        ".p2align 3",
+        ".globl pitlane_alloc_heap_slot_v0",
+        ".hidden pitlane_alloc_heap_slot_v0",
+        ".type pitlane_alloc_heap_slot_v0, @object",
+        ".size pitlane_alloc_heap_slot_v0, 8",
+        "pitlane_alloc_heap_slot_v0:",
+        ".quad {empty}",
+        ".popsection",
+        empty = sym EMPTY_HEAP,
+    );
+
+    #[inline(always)]
+    pub(crate) fn get() -> *mut HeapCore {
+        let heap: *mut HeapCore;
+        // SAFETY: reads this thread's word of the static TLS block, at the offset the
+        // dynamic linker put in the GOT; touches no other memory.
+        unsafe {
+            core::arch::asm!(
+                "mov {heap}, qword ptr [rip + pitlane_alloc_heap_slot_v0@gottpoff]",
+                "mov {heap}, qword ptr fs:[{heap}]",
+                heap = out(reg) heap,
+                options(nostack, readonly, preserves_flags),
+            );
+        }
+        heap
+    }
+
+    #[inline]
+    pub(crate) fn set(heap: *mut HeapCore) {
+        // SAFETY: writes this thread's word of the static TLS block, as `get` reads it.
+        unsafe {
+            core::arch::asm!(
+                "mov {offset}, qword ptr [rip + pitlane_alloc_heap_slot_v0@gottpoff]",
+                "mov qword ptr fs:[{offset}], {heap}",
+                offset = out(reg) _,
+                heap = in(reg) heap,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(pitlane_loom))))]
+mod heap_slot {
+    use super::{Cell, EMPTY_HEAP, HeapCore};
+
+    thread_local! {
+        /// The calling thread's heap, or the empty heap. No destructor: thread exit goes
+        /// through the pthread key.
+        static HEAP: Cell<*mut HeapCore> =
+            const { Cell::new((&raw const EMPTY_HEAP).cast_mut()) };
+    }
+
+    #[inline(always)]
+    pub(crate) fn get() -> *mut HeapCore {
+        HEAP.with(Cell::get)
+    }
+
+    #[inline]
+    pub(crate) fn set(heap: *mut HeapCore) {
+        heap_slot::set(heap);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -523,7 +601,7 @@ fn drain_delayed(heap: &HeapCore) {
 fn alloc_without_heap(class: usize) -> *mut u8 {
     if !EXITING.with(Cell::get) && init() {
         if let Some(heap) = acquire(Kind::Thread) {
-            HEAP.with(|h| h.set(heap));
+            heap_slot::set(heap);
             // SAFETY: the key was created by `init`; the value is only read by our
             // destructor.
             unsafe { libc::pthread_setspecific(key(), heap.cast()) };
@@ -585,7 +663,7 @@ fn init_slow() -> bool {
 
 /// The pthread key destructor: parks the exiting thread's heap.
 extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
-    HEAP.with(|h| h.set(empty_heap()));
+    heap_slot::set(empty_heap());
     EXITING.with(|e| e.set(true));
     let heap = heap.cast::<HeapCore>();
     if heap.is_null() {

@@ -396,3 +396,45 @@ pub(crate) fn sweep(now: u64, delay: u64, force: bool) {
         os::unmap(e.base, e.len);
     }
 }
+
+/// How many bytes the large block at `ptr` can hold: up to the end of its mapping.
+///
+/// # Safety
+/// `ptr` is a live large block.
+pub(crate) unsafe fn usable_size(ptr: *mut u8) -> usize {
+    // SAFETY: a live large block has its header before it.
+    let header = unsafe { &*header_of(ptr) };
+    header.base.addr() + header.len - ptr.addr()
+}
+
+/// Whether `ptr`, which lies outside every segment, looks like a live large block of ours —
+/// for the C `free`, which must not corrupt anything when handed a foreign pointer. Reads the
+/// 64 bytes before `ptr` only when they lie in the same OS page as `ptr` (so in memory that
+/// is mapped whenever `ptr` is), and checks that they describe a mapping that holds `ptr`. A
+/// page-aligned `ptr` (a block aligned to 4 KiB or more) cannot be checked without a system
+/// call and is taken as ours.
+pub(crate) fn plausible(ptr: *mut u8) -> bool {
+    if ptr.addr() % HEADER != 0 {
+        return false;
+    }
+    if ptr.addr() % OS_PAGE == 0 {
+        return true;
+    }
+    // SAFETY: the header's bytes lie in the page of `ptr`, mapped if `ptr` is; read as plain
+    // words (a foreign block's bytes are arbitrary but initialized memory of the process).
+    let (base, len) = unsafe {
+        let header = header_of(ptr);
+        (
+            (&raw const (*header).base).read_volatile(),
+            (&raw const (*header).len).read_volatile(),
+        )
+    };
+    base.addr() % OS_PAGE == 0
+        && base.addr() < ptr.addr()
+        && len >= OS_PAGE
+        && len <= isize::MAX as usize
+        && base
+            .addr()
+            .checked_add(len)
+            .is_some_and(|end| end > ptr.addr())
+}

@@ -90,6 +90,7 @@ mod os;
 mod owned;
 mod policy;
 mod pool;
+pub mod raw;
 mod segment;
 mod stats;
 

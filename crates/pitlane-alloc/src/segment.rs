@@ -247,6 +247,7 @@ fn new_segment() -> Option<*mut Segment> {
                 .set((number * PAGES_PER_SEGMENT + index) as u32);
         }
     }
+    crate::raw::note_segment(base);
     SEGMENTS[number].store(segment, Ordering::Release);
     SEGMENT_COUNT.store(number + 1, Ordering::Release);
     Some(segment)

@@ -41,6 +41,11 @@ fn main() -> ExitCode {
     if let Some(code) = pitlane_bench::suites::alloc::child_main() {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    // A child of the `malloc` bench suite (one C allocator preloaded): started with
+    // PITLANE_MALLOC_CHILD set, it runs its workload and nothing else.
+    if let Some(code) = pitlane_bench::suites::malloc::child_main() {
+        return code;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Commands::Bench(args) => bench_cmd::run(args),

@@ -11,6 +11,7 @@ pub mod alloc;
 pub mod bag;
 pub mod lincheck;
 pub mod locks;
+pub mod malloc;
 pub mod slab;
 pub mod spsc;
 pub mod wait;
@@ -69,8 +70,9 @@ pub fn all() -> Vec<Box<dyn Suite>> {
         Box::new(spsc::Spsc),
         Box::new(bag::Bag),
         Box::new(wait::Wait),
-        Box::new(lincheck::Lincheck),
         Box::new(alloc::AllocSuite),
+        Box::new(malloc::MallocSuite),
+        Box::new(lincheck::Lincheck),
     ]
 }
 

@@ -1,0 +1,240 @@
+//! The allocator without `Layout`s: what the C `malloc` family needs, where `free` and
+//! `realloc` are given only a pointer (pitlane-malloc builds on this).
+//!
+//! A pointer finds its kind by address: if its 4 MiB-aligned region is one of the segments
+//! (a bit in [`REGIONS`], set when the segment is mapped; segments are never unmapped), it is
+//! a small block and its page descriptor names its class; otherwise it is a large block, whose
+//! header lies right before it. [`owns`] tells a caller whether a pointer can be ours at all,
+//! so that a foreign pointer is refused instead of corrupting a page.
+//!
+//! ```
+//! use pitlane_alloc::raw;
+//!
+//! let block = raw::malloc(100, 8);
+//! assert!(!block.is_null() && raw::owns(block));
+//! // SAFETY: a live block of ours.
+//! unsafe {
+//!     assert!(raw::usable_size(block) >= 100);
+//!     let bigger = raw::realloc(block, 100_000);
+//!     assert!(!bigger.is_null());
+//!     raw::free(bigger);
+//! }
+//! ```
+
+use core::alloc::Layout;
+use core::ptr;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::segment::{self, SEGMENT_SIZE};
+use crate::{class, heap, large};
+
+/// User-space addresses on x86-64 and AArch64 Linux (without 5-level paging hints) lie below
+/// 2^47; one bit per 4 MiB region of that range is 2^25 bits.
+const ADDRESS_BITS: u32 = 47;
+const REGION_COUNT: usize = 1 << (ADDRESS_BITS - SEGMENT_SIZE.trailing_zeros());
+
+/// One bit per 4 MiB region of the address space: set when the region is one of our
+/// segments. 4 MiB of zeroed static memory, of which the OS backs only the pages touched.
+static REGIONS: [AtomicU64; REGION_COUNT / 64] = [const { AtomicU64::new(0) }; REGION_COUNT / 64];
+
+/// Records that the segment at `base` (4 MiB-aligned) is ours; called once per segment,
+/// before any block of it is handed out.
+pub(crate) fn note_segment(base: *mut u8) {
+    let region = base.addr() >> SEGMENT_SIZE.trailing_zeros();
+    if let Some(word) = REGIONS.get(region / 64) {
+        word.fetch_or(1 << (region % 64), Ordering::Release);
+    }
+}
+
+/// Whether `ptr` lies in one of our segments: then, if it is a block at all, it is a small
+/// block (see [`free_small`]). One load and a bit test.
+///
+/// ```
+/// let block = pitlane_alloc::raw::malloc(10, 8);
+/// assert!(pitlane_alloc::raw::in_segment(block));
+/// # unsafe { pitlane_alloc::raw::free(block) };
+/// ```
+#[inline(always)]
+pub fn in_segment(ptr: *mut u8) -> bool {
+    let region = ptr.addr() >> SEGMENT_SIZE.trailing_zeros();
+    match REGIONS.get(region / 64) {
+        Some(word) => word.load(Ordering::Acquire) & (1 << (region % 64)) != 0,
+        None => false,
+    }
+}
+
+/// Whether `ptr` may be a block of this allocator: exactly for pointers into our segments;
+/// for others, whether the 64 bytes before `ptr` describe a large block of ours that holds
+/// it (checked only when they lie in the same OS page as `ptr`; a page-aligned pointer
+/// outside the segments is taken as ours). A `false` is certain: the pointer is not ours.
+///
+/// ```
+/// let on_stack = 0u64;
+/// assert!(!pitlane_alloc::raw::owns((&raw const on_stack).cast_mut().cast()));
+/// ```
+#[inline]
+pub fn owns(ptr: *mut u8) -> bool {
+    in_segment(ptr) || (!ptr.is_null() && large::plausible(ptr))
+}
+
+/// Allocates `size` bytes aligned to `align` (a power of two) from the calling thread's heap:
+/// null if `align` is not a power of two, if `size` rounded up to `align` exceeds
+/// `isize::MAX`, or if memory is exhausted. A `size` of 0 gives a distinct minimal block.
+///
+/// ```
+/// let block = pitlane_alloc::raw::malloc(0, 8);
+/// assert!(!block.is_null());
+/// // SAFETY: a live block of ours.
+/// unsafe { pitlane_alloc::raw::free(block) };
+/// assert!(pitlane_alloc::raw::malloc(usize::MAX, 8).is_null());
+/// ```
+#[inline]
+pub fn malloc(size: usize, align: usize) -> *mut u8 {
+    if size <= class::SMALL_MAX && align <= 8 {
+        // The C malloc's path: a size class by table, no `Layout` to check (a size of 0 takes
+        // the smallest class, so each such block is distinct).
+        // SAFETY: the thread heap is the calling thread's.
+        return unsafe { heap::alloc_small(heap::thread_heap(), class::class_of_small(size)) };
+    }
+    malloc_aligned(size, align)
+}
+
+/// [`malloc`] for large sizes and alignments above 8.
+#[inline(never)]
+fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
+    let Ok(layout) = Layout::from_size_align(size.max(1), align) else {
+        return ptr::null_mut();
+    };
+    // SAFETY: the thread heap is the calling thread's.
+    unsafe { crate::alloc_in(heap::thread_heap(), layout, ptr::null_mut(), false) }
+}
+
+/// As [`malloc`], with the block's first `size` bytes zeroed.
+///
+/// ```
+/// let block = pitlane_alloc::raw::calloc(64, 8);
+/// // SAFETY: 64 bytes of a live block, zeroed.
+/// assert!(unsafe { core::slice::from_raw_parts(block, 64) }.iter().all(|&b| b == 0));
+/// # unsafe { pitlane_alloc::raw::free(block) };
+/// ```
+#[inline]
+pub fn calloc(size: usize, align: usize) -> *mut u8 {
+    let Ok(layout) = Layout::from_size_align(size.max(1), align) else {
+        return ptr::null_mut();
+    };
+    // SAFETY: as in `malloc`.
+    unsafe { crate::alloc_in(heap::thread_heap(), layout, ptr::null_mut(), true) }
+}
+
+/// Frees the small block at `ptr` (one for which [`in_segment`] holds).
+///
+/// # Safety
+/// `ptr` is a live block from [`malloc`], [`calloc`] or [`realloc`], in a segment.
+///
+/// ```
+/// let block = pitlane_alloc::raw::malloc(10, 8);
+/// assert!(pitlane_alloc::raw::in_segment(block));
+/// // SAFETY: a live small block of ours, freed once.
+/// unsafe { pitlane_alloc::raw::free_small(block) };
+/// ```
+#[inline(always)]
+pub unsafe fn free_small(ptr: *mut u8) {
+    // SAFETY: a live small block; the thread heap is the calling thread's.
+    unsafe { heap::free_small(heap::thread_heap(), ptr) }
+}
+
+/// Frees the block at `ptr`.
+///
+/// # Safety
+/// `ptr` is a live block from [`malloc`], [`calloc`] or [`realloc`] (so [`owns`] holds).
+///
+/// ```
+/// let block = pitlane_alloc::raw::malloc(10, 8);
+/// // SAFETY: a live block of ours, freed once.
+/// unsafe { pitlane_alloc::raw::free(block) };
+/// ```
+#[inline]
+pub unsafe fn free(ptr: *mut u8) {
+    if in_segment(ptr) {
+        // SAFETY: a live small block; the thread heap is the calling thread's.
+        unsafe { heap::free_small(heap::thread_heap(), ptr) }
+    } else {
+        // SAFETY: a live block outside the segments is a large one.
+        unsafe { large::free(ptr) }
+    }
+}
+
+/// How many bytes the block at `ptr` can hold (at least what was asked for).
+///
+/// # Safety
+/// `ptr` is a live block of this allocator.
+///
+/// ```
+/// let block = pitlane_alloc::raw::malloc(20, 8);
+/// // SAFETY: a live block of ours.
+/// assert_eq!(unsafe { pitlane_alloc::raw::usable_size(block) }, 24);
+/// # unsafe { pitlane_alloc::raw::free(block) };
+/// ```
+pub unsafe fn usable_size(ptr: *mut u8) -> usize {
+    if in_segment(ptr) {
+        // SAFETY: a small block's page descriptor is where `page_of` says; its class is set
+        // while the page holds blocks.
+        let class = unsafe { (*segment::page_of(ptr)).class.load(Ordering::Relaxed) };
+        class::size_of_class(class as usize)
+    } else {
+        // SAFETY: a live large block.
+        unsafe { large::usable_size(ptr) }
+    }
+}
+
+/// Resizes the block at `ptr` to `size` bytes (at least 1), keeping its contents up to the
+/// smaller size: in place when the block can hold `size` (and a large block when its mapping
+/// can grow), else by allocating with alignment 8, copying and freeing. Null if memory is
+/// exhausted or `size` exceeds `isize::MAX`; the block is then left as it was.
+///
+/// # Safety
+/// As [`free`].
+///
+/// ```
+/// let block = pitlane_alloc::raw::malloc(8, 8);
+/// // SAFETY: live blocks of ours; the old one is not used after a successful realloc.
+/// unsafe {
+///     block.write(7);
+///     let grown = pitlane_alloc::raw::realloc(block, 1 << 20);
+///     assert_eq!(grown.read(), 7);
+///     pitlane_alloc::raw::free(grown);
+/// }
+/// ```
+pub unsafe fn realloc(ptr: *mut u8, size: usize) -> *mut u8 {
+    let size = size.max(1);
+    if size > isize::MAX as usize - 16 {
+        return ptr::null_mut();
+    }
+    // SAFETY: forwarded.
+    let usable = unsafe { usable_size(ptr) };
+    let small = in_segment(ptr);
+    if small {
+        // Stay in place while the block holds `size` and is not more than twice too big for
+        // it (so that shrinking much does give memory back).
+        if size <= usable && (usable <= 64 || size >= usable / 2) {
+            return ptr;
+        }
+    } else if size > class::SMALL_MAX {
+        // SAFETY: a live large block, resized to a large size.
+        let moved = unsafe { large::realloc(ptr, size) };
+        if !moved.is_null() {
+            return moved;
+        }
+    }
+    let fresh = malloc(size, 8);
+    if fresh.is_null() {
+        return fresh;
+    }
+    // SAFETY: both blocks hold at least the copied length and do not overlap; the old block
+    // is freed once, after the copy.
+    unsafe {
+        ptr::copy_nonoverlapping(ptr, fresh, usable.min(size));
+        free(ptr);
+    }
+    fresh
+}

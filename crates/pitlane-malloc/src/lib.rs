@@ -1,0 +1,401 @@
+//! pitlane-alloc as the C `malloc`: a shared library to preload into any program
+//! (`LD_PRELOAD=libpitlane_malloc.so program`), or a static library to link into a C or C++
+//! program (`include/pitlane_malloc.h`).
+//!
+//! ```text
+//!  C / C++ program ──malloc, free, new, delete──▶ this crate: the C ABI, errno, C++ failure
+//!                                                   │
+//!                                                   ▼
+//!                                     pitlane_alloc::raw: size classes, pages, heaps
+//! ```
+//!
+//! # What is exported
+//!
+//! `malloc`, `free`, `calloc`, `realloc`, `reallocarray`, `aligned_alloc`, `posix_memalign`,
+//! `memalign`, `valloc`, `pvalloc`, `malloc_usable_size`, `cfree`, glibc's `__libc_*` names
+//! for the same functions, and the C++ `operator new`/`operator delete` family in every form
+//! (plain, array, sized, aligned, `nothrow`), under their Itanium C++ ABI names. Also
+//! `pitlane_malloc_version`, by which a program (and our own tests) can tell that this is the
+//! malloc in use.
+//!
+//! # Contracts, where the C standard leaves a choice
+//!
+//! - `malloc(0)`, `calloc(0, n)`, `aligned_alloc(a, 0)` and `operator new(0)` return a unique
+//!   pointer that `free` (or `delete`) accepts.
+//! - A block of `malloc(n)` is aligned to 16 bytes when `n` is a multiple of 16 or more than
+//!   56, and to 8 otherwise: what any object of `n` bytes can need (C17's `max_align_t` is 16
+//!   bytes, and an object's size is a multiple of its alignment).
+//! - Every failure returns null and sets `errno` to `ENOMEM` (`EINVAL` for a bad alignment to
+//!   `aligned_alloc` and `memalign`); `posix_memalign` returns the error and leaves `*p` and
+//!   `errno` alone. Sizes past `isize::MAX`, and `calloc`/`reallocarray` products that
+//!   overflow, fail.
+//! - `free` (and `delete`) never changes `errno`.
+//! - `realloc(p, 0)` frees `p` and returns null, as glibc's does; `realloc(NULL, n)` is
+//!   `malloc(n)`. A failed `realloc` leaves the block as it was.
+//! - `free` of a pointer this allocator did not hand out (one from another allocator, or one
+//!   not at the start of a block) is detected when the pointer is not inside any memory of
+//!   ours, reported once on standard error, and ignored: the block leaks rather than the heap
+//!   being corrupted. A pointer inside our memory but not at a block's start is not detected.
+//! - The throwing C++ `operator new` forms call the program's new-handler and retry while one
+//!   is installed, then throw `std::bad_alloc`: they find `std::get_new_handler` and the
+//!   function that throws in the C++ runtime already loaded into the process (any program
+//!   that calls `operator new` has one), so this library does not link the C++ runtime itself.
+//!   The `nothrow` forms return null.
+//!
+//! Nothing here allocates, locks, formats or unwinds except the throwing `operator new`
+//! forms, whose unwinding is the C++ exception they are required to throw.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod cxx;
+
+use core::ffi::{c_char, c_int, c_void};
+use core::ptr;
+
+use pitlane_alloc::raw;
+
+/// The alignment `malloc` asks of the allocator. Blocks are aligned to the largest power of
+/// two that divides their size class (see pitlane-alloc's size classes), so a block is
+/// 16-aligned whenever its size is a multiple of 16 or above 56 bytes, and 8-aligned
+/// otherwise: every object that fits a block of 24, 40 or 56 bytes needs at most 8 (an
+/// object's size is a multiple of its alignment). mimalloc does the same.
+const MALLOC_ALIGN: usize = 8;
+
+fn set_errno(value: c_int) {
+    // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.
+    unsafe { *libc::__errno_location() = value };
+}
+
+fn errno() -> c_int {
+    // SAFETY: as in `set_errno`.
+    unsafe { *libc::__errno_location() }
+}
+
+/// A power of two, and no smaller than a pointer (as `posix_memalign` requires).
+fn is_pointer_alignment(align: usize) -> bool {
+    align.is_power_of_two() && align >= size_of::<*mut c_void>()
+}
+
+/// `malloc(size)` with the alignment `align` (a power of two), setting `errno` on failure.
+#[inline]
+fn allocate(size: usize, align: usize) -> *mut c_void {
+    let block = raw::malloc(size, align);
+    if block.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    block.cast()
+}
+
+/// Allocates `size` bytes aligned for any type (16 bytes).
+///
+/// # Safety
+/// None beyond C's: the block is the caller's until it is passed to `free` or `realloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    allocate(size, MALLOC_ALIGN)
+}
+
+/// Frees a block from any of this library's allocation functions; `NULL` is ignored.
+///
+/// # Safety
+/// `block` is null or came from this allocator and was not freed since.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(block: *mut c_void) {
+    if block.is_null() {
+        return;
+    }
+    release(block);
+}
+
+/// The shared body of `free`, `cfree` and every `operator delete`.
+#[inline]
+fn release(block: *mut c_void) {
+    let block = block.cast::<u8>();
+    if raw::in_segment(block) {
+        // SAFETY: a pointer into one of our segments; the C contract makes it a live block.
+        unsafe { raw::free_small(block) };
+        return;
+    }
+    release_large(block);
+}
+
+/// A block outside the segments: a large block of ours, or a foreign pointer.
+#[inline(never)]
+fn release_large(block: *mut u8) {
+    if !raw::owns(block) {
+        foreign_free(block);
+        return;
+    }
+    // Unmapping or purging on this path may set errno; `free` must not.
+    let saved = errno();
+    // SAFETY: `block` is ours, and by the C contract a live block.
+    unsafe { raw::free(block) };
+    set_errno(saved);
+}
+
+/// A pointer outside every mapping of ours: reported once, then leaked.
+#[cold]
+#[inline(never)]
+fn foreign_free(block: *mut u8) {
+    use core::sync::atomic::{AtomicBool, Ordering};
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    if REPORTED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let mut line = *b"pitlane-malloc: free() of a pointer it did not allocate: 0x0000000000000000 (ignored; reported once)\n";
+    let digits_end = 74;
+    let mut value = block.addr();
+    for at in (digits_end - 16..digits_end).rev() {
+        line[at] = b"0123456789abcdef"[value & 15];
+        value >>= 4;
+    }
+    // SAFETY: writes a buffer of ours to standard error; the result is not needed.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+}
+
+/// `free`, under the name SunOS and old glibc gave it.
+///
+/// # Safety
+/// As [`free`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cfree(block: *mut c_void) {
+    // SAFETY: forwarded.
+    unsafe { free(block) }
+}
+
+/// Allocates `count * size` zeroed bytes; null and `ENOMEM` if the product overflows.
+///
+/// # Safety
+/// As [`malloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+    let Some(total) = count.checked_mul(size) else {
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    };
+    let block = raw::calloc(total, MALLOC_ALIGN);
+    if block.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    block.cast()
+}
+
+/// Resizes a block, in place when its size class allows, keeping its contents up to the
+/// smaller size. `realloc(NULL, n)` is `malloc(n)`; `realloc(p, 0)` frees `p` and returns null.
+///
+/// # Safety
+/// `block` is null or a live block of this allocator.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(block: *mut c_void, size: usize) -> *mut c_void {
+    if block.is_null() {
+        return allocate(size, MALLOC_ALIGN);
+    }
+    if size == 0 {
+        release(block);
+        return ptr::null_mut();
+    }
+    let old = block.cast::<u8>();
+    if !raw::owns(old) {
+        // Not ours: nothing can be copied safely (its size is unknown).
+        foreign_free(old);
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    }
+    // SAFETY: `old` is a live block of ours (the caller's contract, and `owns`).
+    let resized = unsafe { raw::realloc(old, size) };
+    if resized.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    resized.cast()
+}
+
+/// `realloc(block, count * size)`, with null and `ENOMEM` if the product overflows (the block
+/// is then left as it was).
+///
+/// # Safety
+/// As [`realloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn reallocarray(
+    block: *mut c_void,
+    count: usize,
+    size: usize,
+) -> *mut c_void {
+    match count.checked_mul(size) {
+        // SAFETY: forwarded.
+        Some(total) => unsafe { realloc(block, total) },
+        None => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Allocates `size` bytes aligned to `align`, a power of two (null and `EINVAL` otherwise).
+/// C17 lets `size` be any value, not only a multiple of `align`.
+///
+/// # Safety
+/// As [`malloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    allocate(size, align.max(MALLOC_ALIGN))
+}
+
+/// The obsolete name of [`aligned_alloc`].
+///
+/// # Safety
+/// As [`malloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { aligned_alloc(align, size) }
+}
+
+/// Allocates `size` bytes aligned to `align` into `*out`: returns 0, or `EINVAL` (alignment
+/// not a power of two at least the size of a pointer) or `ENOMEM`, leaving `*out` alone.
+///
+/// # Safety
+/// `out` is valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    if !is_pointer_alignment(align) {
+        return libc::EINVAL;
+    }
+    let block = raw::malloc(size, align.max(MALLOC_ALIGN));
+    if block.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { out.write(block.cast()) };
+    0
+}
+
+fn page_size() -> usize {
+    // SAFETY: `sysconf` has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page > 0 { page as usize } else { 4096 }
+}
+
+/// Allocates `size` bytes aligned to a page.
+///
+/// # Safety
+/// As [`malloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    allocate(size, page_size())
+}
+
+/// Allocates `size` bytes rounded up to a whole page, aligned to a page.
+///
+/// # Safety
+/// As [`malloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    let page = page_size();
+    let Some(rounded) = size.max(1).checked_next_multiple_of(page) else {
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    };
+    allocate(rounded, page)
+}
+
+/// How many bytes the block can hold (at least what was asked for); 0 for null.
+///
+/// # Safety
+/// `block` is null or a live block of this allocator.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc_usable_size(block: *mut c_void) -> usize {
+    let block = block.cast::<u8>();
+    if block.is_null() || !raw::owns(block) {
+        return 0;
+    }
+    // SAFETY: a live block of ours, by the caller's contract.
+    unsafe { raw::usable_size(block) }
+}
+
+/// The version of pitlane-malloc, as a C string: its presence tells a program which malloc
+/// it runs on.
+#[unsafe(no_mangle)]
+pub extern "C" fn pitlane_malloc_version() -> *const c_char {
+    concat!("pitlane-malloc ", env!("CARGO_PKG_VERSION"), "\0")
+        .as_ptr()
+        .cast()
+}
+
+/// glibc's internal names of the same functions, which some programs and libraries call.
+mod libc_names {
+    use super::*;
+
+    /// [`malloc`](super::malloc).
+    ///
+    /// # Safety
+    /// As `malloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_malloc(size: usize) -> *mut c_void {
+        // SAFETY: forwarded.
+        unsafe { malloc(size) }
+    }
+
+    /// [`free`](super::free).
+    ///
+    /// # Safety
+    /// As `free`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_free(block: *mut c_void) {
+        // SAFETY: forwarded.
+        unsafe { free(block) }
+    }
+
+    /// [`calloc`](super::calloc).
+    ///
+    /// # Safety
+    /// As `calloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_calloc(count: usize, size: usize) -> *mut c_void {
+        // SAFETY: forwarded.
+        unsafe { calloc(count, size) }
+    }
+
+    /// [`realloc`](super::realloc).
+    ///
+    /// # Safety
+    /// As `realloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_realloc(block: *mut c_void, size: usize) -> *mut c_void {
+        // SAFETY: forwarded.
+        unsafe { realloc(block, size) }
+    }
+
+    /// [`memalign`](super::memalign).
+    ///
+    /// # Safety
+    /// As `memalign`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_memalign(align: usize, size: usize) -> *mut c_void {
+        // SAFETY: forwarded.
+        unsafe { memalign(align, size) }
+    }
+
+    /// [`valloc`](super::valloc).
+    ///
+    /// # Safety
+    /// As `valloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_valloc(size: usize) -> *mut c_void {
+        // SAFETY: forwarded.
+        unsafe { valloc(size) }
+    }
+
+    /// [`pvalloc`](super::pvalloc).
+    ///
+    /// # Safety
+    /// As `pvalloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
+        // SAFETY: forwarded.
+        unsafe { pvalloc(size) }
+    }
+}

@@ -1,0 +1,364 @@
+/* Every export of pitlane-malloc and its error cases, as a C program sees them.
+ *
+ * Built by tests/c_programs.rs twice: linked against libpitlane_malloc (so that the symbols
+ * resolve to it at link time), and plain (run with LD_PRELOAD). Either way it first checks
+ * that pitlane-malloc really is the malloc in use (its marker symbol), so that a run on
+ * glibc's malloc cannot pass by accident. Prints "ok <n> checks" and exits 0, or names the
+ * first failed check and exits 1. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#include "../../include/pitlane_malloc.h"
+
+static int checks;
+
+#define CHECK(cond)                                                               \
+    do {                                                                          \
+        checks++;                                                                 \
+        if (!(cond)) {                                                            \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            exit(1);                                                              \
+        }                                                                         \
+    } while (0)
+
+static int aligned(const void *p, size_t align) { return ((uintptr_t)p & (align - 1)) == 0; }
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(seed + i * 31);
+}
+
+static int filled(const unsigned char *p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)(seed + i * 31)) return 0;
+    return 1;
+}
+
+/* Reached through dlsym: glibc no longer declares cfree, and pvalloc/valloc may be
+ * deprecated in its headers. */
+typedef void (*free_fn)(void *);
+
+static void malloc_and_free(void) {
+    /* malloc(0): a unique, non-null pointer that free accepts. */
+    void *a = malloc(0), *b = malloc(0);
+    CHECK(a != NULL && b != NULL && a != b);
+    free(a);
+    free(b);
+    free(NULL);
+
+    /* Every size up to a few pages, written and checked. */
+    for (size_t size = 1; size <= 20000; size += size < 256 ? 1 : 97) {
+        unsigned char *p = malloc(size);
+        CHECK(p != NULL);
+        CHECK(aligned(p, size % 16 == 0 ? 16 : 8));
+        CHECK(malloc_usable_size(p) >= size);
+        fill(p, size, (unsigned)size);
+        CHECK(filled(p, size, (unsigned)size));
+        free(p);
+    }
+    /* Large blocks, mapped directly. */
+    for (size_t size = 1 << 20; size <= (64u << 20); size *= 4) {
+        unsigned char *p = malloc(size);
+        CHECK(p != NULL);
+        p[0] = 1;
+        p[size - 1] = 2;
+        CHECK(malloc_usable_size(p) >= size);
+        free(p);
+    }
+    CHECK(malloc_usable_size(NULL) == 0);
+
+    /* Failures: NULL and ENOMEM, never a crash. */
+    errno = 0;
+    CHECK(malloc(SIZE_MAX) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(malloc((size_t)PTRDIFF_MAX + 1) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(malloc((size_t)PTRDIFF_MAX - 4096) == NULL && errno == ENOMEM);
+
+    /* free keeps errno. */
+    void *p = malloc(100);
+    errno = 1234;
+    free(p);
+    CHECK(errno == 1234);
+    p = malloc(1 << 22);
+    errno = 4321;
+    free(p);
+    CHECK(errno == 4321);
+}
+
+static void calloc_cases(void) {
+    for (size_t n = 1; n < 5000; n = n * 3 + 1) {
+        unsigned char *p = calloc(n, 7);
+        CHECK(p != NULL);
+        for (size_t i = 0; i < n * 7; i++) CHECK(p[i] == 0);
+        /* Dirty it, so that a recycled block must be zeroed again. */
+        memset(p, 0xAB, n * 7);
+        free(p);
+    }
+    unsigned char *big = calloc(1, 8 << 20);
+    CHECK(big != NULL && big[0] == 0 && big[(8 << 20) - 1] == 0);
+    free(big);
+    void *z = calloc(0, 0);
+    CHECK(z != NULL);
+    free(z);
+    /* Overflow of n * size: NULL and ENOMEM. */
+    errno = 0;
+    CHECK(calloc(SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(calloc((size_t)1 << 33, (size_t)1 << 33) == NULL && errno == ENOMEM);
+}
+
+static void realloc_cases(void) {
+    /* realloc(NULL, n) is malloc. */
+    unsigned char *p = realloc(NULL, 10);
+    CHECK(p != NULL);
+    fill(p, 10, 5);
+    /* Growing and shrinking keep the contents, in place or not. */
+    size_t size = 10;
+    for (size_t next = 11; next < (4u << 20); next = next * 2 + 3) {
+        p = realloc(p, next);
+        CHECK(p != NULL);
+        CHECK(filled(p, size, 5));
+        fill(p, next, 5);
+        size = next;
+    }
+    for (size_t next = size / 3; next > 0; next /= 3) {
+        p = realloc(p, next);
+        CHECK(p != NULL);
+        CHECK(filled(p, next, 5));
+        size = next;
+    }
+    /* A failed realloc leaves the block untouched and sets ENOMEM. */
+    errno = 0;
+    CHECK(realloc(p, SIZE_MAX) == NULL && errno == ENOMEM);
+    CHECK(filled(p, size, 5));
+    free(p);
+    /* realloc(p, 0) frees p and returns NULL, as glibc's does. */
+    p = malloc(50);
+    CHECK(realloc(p, 0) == NULL);
+
+    /* reallocarray: overflow-checked. */
+    int *a = reallocarray(NULL, 100, sizeof(int));
+    CHECK(a != NULL);
+    for (int i = 0; i < 100; i++) a[i] = i;
+    a = reallocarray(a, 1000, sizeof(int));
+    CHECK(a != NULL);
+    for (int i = 0; i < 100; i++) CHECK(a[i] == i);
+    errno = 0;
+    CHECK(reallocarray(a, SIZE_MAX / 2, 4) == NULL && errno == ENOMEM);
+    CHECK(a[99] == 99);
+    free(a);
+}
+
+static void aligned_cases(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t align = 1; align <= ((size_t)4 << 20); align *= 2) {
+        for (size_t size = 1; size <= 3 * align && size < (16u << 20); size = size * 5 + 1) {
+            void *p = aligned_alloc(align, size);
+            CHECK(p != NULL && aligned(p, align));
+            memset(p, 1, size);
+            CHECK(malloc_usable_size(p) >= size);
+            free(p);
+
+            p = memalign(align, size);
+            CHECK(p != NULL && aligned(p, align));
+            free(p);
+
+            if (align >= sizeof(void *)) {
+                void *q = (void *)0x1;
+                CHECK(posix_memalign(&q, align, size) == 0);
+                CHECK(q != NULL && aligned(q, align));
+                memset(q, 2, size);
+                free(q);
+            }
+        }
+    }
+    /* aligned_alloc with a bad alignment: NULL and EINVAL. */
+    errno = 0;
+    CHECK(aligned_alloc(3, 16) == NULL && errno == EINVAL);
+    errno = 0;
+    CHECK(aligned_alloc(64, SIZE_MAX) == NULL && errno == ENOMEM);
+
+    /* posix_memalign: EINVAL for a bad alignment, ENOMEM when too big; *p untouched. */
+    void *q = (void *)0x1234;
+    errno = 0;
+    CHECK(posix_memalign(&q, 3, 16) == EINVAL && q == (void *)0x1234);
+    CHECK(posix_memalign(&q, sizeof(void *) / 2, 16) == EINVAL && q == (void *)0x1234);
+    CHECK(posix_memalign(&q, 0, 16) == EINVAL && q == (void *)0x1234);
+    CHECK(posix_memalign(&q, 64, SIZE_MAX) == ENOMEM && q == (void *)0x1234);
+    CHECK(posix_memalign(&q, (size_t)1 << 62, 16) == ENOMEM && q == (void *)0x1234);
+    /* posix_memalign(&p, align, 0): a pointer free accepts. */
+    CHECK(posix_memalign(&q, 64, 0) == 0);
+    free(q);
+
+    /* valloc and pvalloc: page-aligned; pvalloc rounds the size up to a page. */
+    void *(*valloc_fn)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "valloc");
+    void *(*pvalloc_fn)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "pvalloc");
+    CHECK(valloc_fn != NULL && pvalloc_fn != NULL);
+    void *v = valloc_fn(10);
+    CHECK(v != NULL && aligned(v, (size_t)page));
+    free(v);
+    v = pvalloc_fn(10);
+    CHECK(v != NULL && aligned(v, (size_t)page));
+    CHECK(malloc_usable_size(v) >= (size_t)page);
+    memset(v, 3, (size_t)page);
+    free(v);
+    errno = 0;
+    CHECK(pvalloc_fn(SIZE_MAX - 10) == NULL && errno == ENOMEM);
+}
+
+static void cfree_case(void) {
+    free_fn cfree_fn = (free_fn)dlsym(RTLD_DEFAULT, "cfree");
+    CHECK(cfree_fn != NULL);
+    void *p = malloc(33);
+    cfree_fn(p);
+    cfree_fn(NULL);
+}
+
+/* Blocks allocated by one thread and freed by another, in both directions. */
+#define HANDED 20000
+static void *handed[HANDED];
+
+static void *allocate_all(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HANDED; i++) {
+        handed[i] = malloc((size_t)(i % 700) + 1);
+        fill(handed[i], (size_t)(i % 700) + 1, (unsigned)i);
+    }
+    return NULL;
+}
+
+static void *free_all(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HANDED; i++) {
+        if (!filled(handed[i], (size_t)(i % 700) + 1, (unsigned)i)) return (void *)1;
+        free(handed[i]);
+    }
+    return NULL;
+}
+
+static void threads_case(void) {
+    for (int round = 0; round < 4; round++) {
+        pthread_t t;
+        void *result;
+        CHECK(pthread_create(&t, NULL, allocate_all, NULL) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+        /* The allocating thread has exited: its blocks are freed here, or by another one. */
+        if (round % 2 == 0) {
+            CHECK(free_all(NULL) == NULL);
+        } else {
+            CHECK(pthread_create(&t, NULL, free_all, NULL) == 0);
+            CHECK(pthread_join(t, &result) == 0 && result == NULL);
+        }
+    }
+}
+
+static void fork_case(void) {
+    void *kept = malloc(1000);
+    fill(kept, 1000, 9);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, allocate_all, NULL) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        /* The child: its inherited block is intact and the allocator works. */
+        int ok = filled(kept, 1000, 9);
+        for (int i = 0; i < 10000 && ok; i++) {
+            void *p = malloc((size_t)(i % 5000) + 1);
+            ok = p != NULL;
+            free(p);
+        }
+        free(kept);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(free_all(NULL) == NULL);
+    free(kept);
+}
+
+/* What glibc itself allocates and frees: thread-specific data whose destructor frees at
+ * thread exit, dlerror's message buffer, and posix_spawn (its child shares the parent's
+ * memory until exec). */
+static pthread_key_t key;
+static int destructor_runs;
+
+static void free_at_exit(void *value) {
+    CHECK(filled(value, 300, 7));
+    free(value);
+    __atomic_fetch_add(&destructor_runs, 1, __ATOMIC_RELAXED);
+}
+
+static void *set_specific(void *arg) {
+    (void)arg;
+    unsigned char *value = malloc(300);
+    fill(value, 300, 7);
+    pthread_setspecific(key, value);
+    return NULL;
+}
+
+static void glibc_internals_case(void) {
+    CHECK(pthread_key_create(&key, free_at_exit) == 0);
+    for (int i = 0; i < 8; i++) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, set_specific, NULL) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    CHECK(destructor_runs == 8);
+    CHECK(dlsym(RTLD_DEFAULT, "no_such_symbol_in_this_process") == NULL);
+    CHECK(dlerror() != NULL);
+    pid_t pid;
+    char *argv[] = {"true", NULL};
+    CHECK(posix_spawnp(&pid, "true", NULL, NULL, argv, environ) == 0);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* `api foreign`: frees pointers this allocator never handed out (undefined behaviour in C,
+ * which the library must survive): it reports on stderr and the program goes on. */
+static int foreign_case(void) {
+    /* 64-byte aligned, not page-aligned: the header check reads the zeros before it. */
+    static char not_from_malloc[8192] __attribute__((aligned(4096)));
+    free(not_from_malloc + 128);
+    char on_stack[100];
+    free(on_stack + 8);
+    void *fine = malloc(10);
+    free(fine);
+    printf("survived\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    /* The marker: the allocator in use is pitlane-malloc. */
+    const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "pitlane_malloc_version");
+    if (version == NULL) {
+        /* Declared by pitlane_malloc.h; reached through dlsym so that the program also runs
+         * (and refuses, with exit code 2) without the library. */
+        fprintf(stderr, "pitlane-malloc is not the malloc in use\n");
+        return 2;
+    }
+    if (argc > 1 && strcmp(argv[1], "foreign") == 0) return foreign_case();
+    malloc_and_free();
+    calloc_cases();
+    realloc_cases();
+    aligned_cases();
+    cfree_case();
+    threads_case();
+    fork_case();
+    glibc_internals_case();
+    printf("ok %d checks (%s)\n", checks, version());
+    return 0;
+}

@@ -1,0 +1,283 @@
+//! The exported ABI as C and C++ programs see it: `tests/c/api.c` and `tests/c/api.cpp`,
+//! compiled here with the system's `cc` and `c++`, run linked against the shared library,
+//! linked against the static library, and preloaded into a program built without it. Each
+//! program first checks that pitlane-malloc is the malloc in use, then every export and its
+//! error cases, and prints `ok <n> checks`.
+//!
+//! Also real programs under `LD_PRELOAD`: `python3` running threads that allocate, `git` on
+//! a scratch repository, `sort` of a generated file, `sqlite3` on a generated database, each
+//! checked for its exit status and its output.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The directory holding `libpitlane_malloc.so` and `libpitlane_malloc.a` built from the
+/// sources under test. `cargo test` builds only the rlib of this crate, so the first test that
+/// needs the libraries builds them, once per test binary, with the same cargo and profile,
+/// into a target directory of its own beside this binary's (a separate directory, so that it
+/// never waits on the lock of the build that started the tests).
+fn library_dir() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("the test binary's path");
+            // target/<profile>/deps/<test binary>
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("target/<profile>/deps/<test>");
+            let target = profile_dir.join("pitlane-malloc-under-test");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build
+                .args(["build", "-p", "pitlane-malloc", "--lib"])
+                .env("CARGO_TARGET_DIR", &target)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            let profile = if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            };
+            if profile == "release" {
+                build.arg("--release");
+            }
+            let status = build.status().expect("cargo starts");
+            assert!(status.success(), "cargo build -p pitlane-malloc failed");
+            target.join(profile)
+        })
+        .clone()
+}
+
+fn shared_library() -> PathBuf {
+    let path = library_dir().join("libpitlane_malloc.so");
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pitlane-malloc-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+fn source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(name)
+}
+
+/// Compiles `sources` with `compiler` and `extra` arguments into `out`; `-fno-builtin` keeps
+/// the compiler from folding away the calls under test.
+fn compile(compiler: &str, sources: &[PathBuf], out: &Path, extra: &[&str]) {
+    let status = Command::new(compiler)
+        .args([
+            "-O1",
+            "-fno-builtin",
+            "-Wall",
+            "-Wno-alloc-size-larger-than",
+            "-o",
+        ])
+        .arg(out)
+        .args(sources)
+        .args(extra)
+        .status()
+        .unwrap_or_else(|e| panic!("{compiler} could not start: {e}"));
+    assert!(status.success(), "{compiler} failed on {sources:?}");
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().expect("the program starts");
+    assert!(
+        output.status.success(),
+        "{command:?}: {}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn preloaded(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(program);
+    command.env("LD_PRELOAD", shared_library());
+    command
+}
+
+/// Runs an API program and checks that it ran on pitlane-malloc and passed every check.
+fn passes(command: &mut Command) {
+    let output = run(command);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.starts_with("ok ") && stdout.contains("(pitlane-malloc "),
+        "unexpected output: {stdout}"
+    );
+}
+
+#[test]
+fn the_c_program_passes_when_preloaded() {
+    let dir = scratch("c-preload");
+    let program = dir.join("api");
+    compile("cc", &[source("api.c")], &program, &["-lpthread", "-ldl"]);
+    // Without the library, the program must refuse to run (so that a pass means something).
+    let alone = Command::new(&program).output().expect("runs");
+    assert_eq!(alone.status.code(), Some(2), "ran without pitlane-malloc");
+    passes(&mut preloaded(&program));
+}
+
+#[test]
+fn a_foreign_pointer_is_reported_once_and_survived() {
+    let dir = scratch("c-foreign");
+    let program = dir.join("api");
+    compile("cc", &[source("api.c")], &program, &["-lpthread", "-ldl"]);
+    let output = run(preloaded(&program).arg("foreign"));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "survived");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr
+            .matches("free() of a pointer it did not allocate")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_c_program_passes_linked_against_the_shared_library() {
+    let dir = scratch("c-shared");
+    let program = dir.join("api");
+    let libs = library_dir();
+    compile(
+        "cc",
+        &[source("api.c")],
+        &program,
+        &[
+            &format!("-L{}", libs.display()),
+            &format!("-Wl,-rpath,{}", libs.display()),
+            "-lpitlane_malloc",
+            "-lpthread",
+            "-ldl",
+        ],
+    );
+    passes(&mut Command::new(&program));
+}
+
+#[test]
+fn the_c_program_passes_linked_against_the_static_library() {
+    let dir = scratch("c-static");
+    let program = dir.join("api");
+    let archive = library_dir().join("libpitlane_malloc.a");
+    assert!(archive.exists(), "{} was not built", archive.display());
+    // `-rdynamic` exports the program's symbols, so that `dlsym` finds the marker in it.
+    compile(
+        "cc",
+        &[source("api.c"), archive],
+        &program,
+        &["-rdynamic", "-lpthread", "-ldl", "-lm"],
+    );
+    passes(&mut Command::new(&program));
+}
+
+#[test]
+fn the_cpp_program_passes_when_preloaded() {
+    let dir = scratch("cpp-preload");
+    let program = dir.join("api");
+    compile(
+        "c++",
+        &[source("api.cpp")],
+        &program,
+        &["-std=c++17", "-ldl", "-lpthread"],
+    );
+    passes(&mut preloaded(&program));
+}
+
+#[test]
+fn python_threads_allocating_run_on_it() {
+    let script = r#"
+import json, threading
+results = []
+def work(seed):
+    table = {}
+    for i in range(30000):
+        table[f"{seed}-{i}"] = [i] * (i % 40)
+        if i % 3 == 0:
+            table.pop(f"{seed}-{i // 2}", None)
+    results.append(len(json.dumps(table)))
+threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(results), all(r > 0 for r in results))
+"#;
+    let output = run(preloaded("python3").args(["-c", script]));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "4 True");
+}
+
+#[test]
+fn sort_of_a_generated_file_runs_on_it() {
+    let dir = scratch("sort");
+    let input = dir.join("numbers.txt");
+    // 200,000 numbers in a scrambled order.
+    let text: String = (0..200_000u64)
+        .map(|i| format!("{}\n", (i * 7_919) % 200_000))
+        .collect();
+    std::fs::write(&input, text).expect("writes the input");
+    let output = run(preloaded("sort").arg("-n").arg(&input));
+    let sorted: Vec<u64> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.parse().expect("a number"))
+        .collect();
+    assert_eq!(sorted, (0..200_000).collect::<Vec<_>>());
+}
+
+#[test]
+fn git_on_a_scratch_repository_runs_on_it() {
+    let dir = scratch("git");
+    let git = |args: &[&str]| {
+        run(preloaded("git")
+            .args([
+                "-c",
+                "user.name=pitlane",
+                "-c",
+                "user.email=pitlane@example.invalid",
+            ])
+            .args(["-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(&dir))
+    };
+    git(&["init", "-q"]);
+    for commit in 0..5 {
+        for file in 0..40 {
+            std::fs::write(
+                dir.join(format!("f{file}.txt")),
+                format!("{commit} {file}\n").repeat(50),
+            )
+            .expect("writes a file");
+        }
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", &format!("commit {commit}")]);
+    }
+    git(&["gc", "-q"]);
+    let log = git(&["log", "--oneline"]);
+    assert_eq!(String::from_utf8_lossy(&log.stdout).lines().count(), 5);
+    let fsck = git(&["fsck", "--strict"]);
+    assert!(fsck.status.success());
+}
+
+#[test]
+fn sqlite3_on_a_generated_database_runs_on_it() {
+    let Ok(found) = Command::new("sqlite3").arg("-version").output() else {
+        panic!("sqlite3 is not installed (CI installs it: apt-get install sqlite3)");
+    };
+    assert!(found.status.success());
+    let dir = scratch("sqlite");
+    let database = dir.join("test.db");
+    let sql = "create table t(a integer primary key, b blob, c text);
+        with recursive n(i) as (select 1 union all select i + 1 from n where i < 50000)
+        insert into t select i, randomblob(i % 300), printf('row %d', i) from n;
+        create index tc on t(c);
+        delete from t where a % 7 = 0;
+        vacuum;
+        select count(*), sum(length(b)) > 0 from t;";
+    let output = run(preloaded("sqlite3").arg(&database).arg(sql));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "42858|1");
+}
