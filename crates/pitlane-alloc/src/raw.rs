@@ -2,9 +2,9 @@
 //! `realloc` are given only a pointer (pitlane-malloc builds on this).
 //!
 //! A pointer finds its kind by address: if its 4 MiB-aligned region is one of the segments
-//! (a bit in [`REGIONS`], set when the segment is mapped; segments are never unmapped), it is
-//! a small block and its page descriptor names its class; otherwise it is a large block, whose
-//! header lies right before it. [`owns`] tells a caller whether a pointer can be ours at all,
+//! (a bit in a bitmap of the address space, set when the segment is mapped; segments are
+//! never unmapped), it is a small block and its page descriptor names its class; otherwise it
+//! is a large block, whose header lies right before it. [`owns`] tells a caller whether a pointer can be ours at all,
 //! so that a foreign pointer is refused instead of corrupting a page.
 //!
 //! ```
