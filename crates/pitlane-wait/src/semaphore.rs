@@ -303,7 +303,10 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
-        Acquire::new(self, 1).await?;
+        match self.take_now(1) {
+            Some(now) => now?,
+            None => Acquire::new(self, 1).await?,
+        }
         Ok(SemaphorePermit {
             sem: self,
             permits: 1,
@@ -328,7 +331,10 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, AcquireError> {
-        Acquire::new(self, n as usize).await?;
+        match self.take_now(n as usize) {
+            Some(now) => now?,
+            None => Acquire::new(self, n as usize).await?,
+        }
         Ok(SemaphorePermit {
             sem: self,
             permits: n,
@@ -379,6 +385,40 @@ impl Semaphore {
         })
     }
 
+    /// The first step of every acquire, before it builds its queue node: `Some` when done at
+    /// once (the permits taken, or the semaphore closed), `None` when it must wait (too few
+    /// permits free, or tasks waiting). It makes the same decision, by the same compare-and-swap,
+    /// as the node's first poll would; the queued path makes it again against the tail word
+    /// its enqueue replaces.
+    #[inline]
+    fn take_now(&self, n: usize) -> Option<Result<(), AcquireError>> {
+        match self.queue.fetch_update_state(|state| {
+            (state & CLOSED == 0 && state >> PERMIT_SHIFT >= n).then(|| state - (n << PERMIT_SHIFT))
+        }) {
+            Ok(_) => Some(Ok(())),
+            Err(Some(state)) if state & CLOSED != 0 => Some(Err(AcquireError(()))),
+            Err(_) => None,
+        }
+    }
+
+    /// Gives `n` permits back (a permit's drop): to the state if nobody waits, else to the
+    /// waiters under the lock.
+    #[inline]
+    #[track_caller]
+    fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        match self
+            .queue
+            .fetch_update_state(|state| add_to_state(state, n))
+        {
+            Ok(_) => {}
+            Err(Some(_)) => overflow(n),
+            Err(None) => self.release_to_waiters(n),
+        }
+    }
+
     #[inline]
     fn try_take(&self, n: usize) -> Result<(), TryAcquireError> {
         match self.queue.fetch_update_state(|state| {
@@ -412,7 +452,10 @@ impl Semaphore {
     /// ```
     #[cfg(feature = "alloc")]
     pub async fn acquire_owned(self: Arc<Self>) -> Result<OwnedSemaphorePermit, AcquireError> {
-        Acquire::new(&self, 1).await?;
+        match self.take_now(1) {
+            Some(now) => now?,
+            None => Acquire::new(&self, 1).await?,
+        }
         Ok(OwnedSemaphorePermit {
             sem: self,
             permits: 1,
@@ -438,7 +481,10 @@ impl Semaphore {
         self: Arc<Self>,
         n: u32,
     ) -> Result<OwnedSemaphorePermit, AcquireError> {
-        Acquire::new(&self, n as usize).await?;
+        match self.take_now(n as usize) {
+            Some(now) => now?,
+            None => Acquire::new(&self, n as usize).await?,
+        }
         Ok(OwnedSemaphorePermit {
             sem: self,
             permits: n,
@@ -922,8 +968,9 @@ impl<'a> SemaphorePermit<'a> {
 }
 
 impl Drop for SemaphorePermit<'_> {
+    #[inline]
     fn drop(&mut self) {
-        self.sem.add_permits(self.permits as usize);
+        self.sem.release(self.permits as usize);
     }
 }
 
@@ -1030,7 +1077,8 @@ impl OwnedSemaphorePermit {
 
 #[cfg(feature = "alloc")]
 impl Drop for OwnedSemaphorePermit {
+    #[inline]
     fn drop(&mut self) {
-        self.sem.add_permits(self.permits as usize);
+        self.sem.release(self.permits as usize);
     }
 }
