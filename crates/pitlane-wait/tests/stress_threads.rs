@@ -7,10 +7,10 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
-use std::thread::Thread;
+use std::task::{Context, Poll, Waker};
 
 use pitlane_testkit::stress::run_threads;
+use pitlane_testkit::wakers::block_on;
 use pitlane_wait::{Notify, Semaphore};
 
 fn rounds() -> usize {
@@ -19,40 +19,6 @@ fn rounds() -> usize {
     } else {
         20_000
     }
-}
-
-/// Polls `future` to completion on this thread, parking between polls (`Notify` has no
-/// blocking form; the semaphore's `blocking_acquire` does the same inside the crate).
-fn block_on<F: Future>(future: F) -> F::Output {
-    let waker = waker();
-    let mut cx = Context::from_waker(&waker);
-    let mut future = pin!(future);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::park();
-    }
-}
-
-/// A waker that unparks this thread and points at a per-thread record that is never freed,
-/// so no reference count (whose last drop ThreadSanitizer cannot follow) is involved.
-fn waker() -> Waker {
-    static VTABLE: RawWakerVTable = RawWakerVTable::new(
-        |data| RawWaker::new(data, &VTABLE),
-        // SAFETY: `data` is a leaked `Thread`.
-        |data| unsafe { &*data.cast::<Thread>() }.unpark(),
-        // SAFETY: as above.
-        |data| unsafe { &*data.cast::<Thread>() }.unpark(),
-        |_| {},
-    );
-    thread_local! {
-        static ME: &'static Thread = Box::leak(Box::new(std::thread::current()));
-    }
-    let me: *const Thread = ME.with(|me| *me);
-    // SAFETY: the vtable upholds the RawWaker contract: the data is valid for ever, clones
-    // share it, drops do nothing, waking unparks a thread.
-    unsafe { Waker::from_raw(RawWaker::new(me.cast(), &VTABLE)) }
 }
 
 #[test]
