@@ -229,13 +229,10 @@ impl Notify {
 
     #[inline]
     fn notify(&self, how: u8) {
-        // No waiter: store the permit (or find it stored already).
-        match self
-            .queue
-            .fetch_update_state(|permit| (permit == NO_PERMIT).then_some(PERMIT))
-        {
-            Ok(_) | Err(Some(_)) => {}
-            Err(None) => self.notify_waiter(how),
+        // No waiter: store the permit, or find it stored already (the only two states), in
+        // one compare-and-swap.
+        if let Err(None) = self.queue.compare_exchange_state(NO_PERMIT, PERMIT) {
+            self.notify_waiter(how);
         }
     }
 

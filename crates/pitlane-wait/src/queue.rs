@@ -409,6 +409,41 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
         self.state().is_some()
     }
 
+    /// While the queue is empty and holds `current`, replaces it by `new`, in one
+    /// compare-and-swap that reads nothing first (on a contended word, one transfer of its
+    /// cache line where [`fetch_update_state`](WaitQueue::fetch_update_state) may take two).
+    /// Returns `Ok(current)`, or `Err(Some(s))` when the queue holds another state `s`, or
+    /// `Err(None)` when a node is queued.
+    ///
+    /// # Panics
+    /// If `current` or `new` is above [`MAX_STATE`].
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// assert_eq!(queue.compare_exchange_state(0, 1), Ok(0));
+    /// assert_eq!(queue.compare_exchange_state(0, 1), Err(Some(1)));
+    /// ```
+    #[inline]
+    pub fn compare_exchange_state(
+        &self,
+        current: usize,
+        new: usize,
+    ) -> Result<usize, Option<usize>> {
+        assert!(
+            current <= MAX_STATE && new <= MAX_STATE,
+            "a wait queue's state is at most MAX_STATE"
+        );
+        match self.tail.compare_exchange(
+            tagged(current),
+            tagged(new),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            Ok(_) => Ok(current),
+            Err(actual) => Err(untag(actual)),
+        }
+    }
+
     /// While the queue is empty, replaces its state `s` by `update(s)` in one atomic step
     /// (retrying on contention). Returns `Ok(previous)`, or `Err(Some(s))` when `update`
     /// returned `None`, or `Err(None)` when a node is queued.
