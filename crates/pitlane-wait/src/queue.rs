@@ -24,6 +24,13 @@
 //! The decision to enqueue is taken against the very tail word the swap replaces, so "take
 //! the state's permits, else enqueue" is one atomic step ([`WaitQueue::enqueue_or_update`]).
 //!
+//! *Provenance.* An enqueuer reads the tail before its swap, and the swap compares
+//! addresses only: the node read may have left, and a new node taken its address, by the
+//! time the swap succeeds. So the enqueuer follows the pointer the swap returns (the current
+//! last node's own) to write the link, and writes `prev` as an address with the provenance
+//! exposed for whichever node is there (every node exposes its provenance when it is
+//! enqueued), never the pointer it read.
+//!
 //! **Removal** (lock held): dequeue at the head (FIFO), pop at the tail (LIFO), or a node's
 //! own removal when its future is dropped. To unlink `x` with predecessor `p`: if `x.next` is
 //! null, `x` may be the tail: compare-and-swap the tail from `x` to `p` (or, when `p` is null,
@@ -522,17 +529,24 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
     ) -> Outcome {
         debug_assert_eq!(node.status.load(Ordering::Relaxed), UNQUEUED);
         let me = node.link_ptr();
+        // Every node's provenance is exposed when it is enqueued, so that the `prev` link a
+        // later enqueuer writes (see below) is valid for the node at that address.
+        let _ = me.expose_provenance();
         node.link.next.store(ptr::null_mut(), Ordering::Relaxed);
         let mut tail = self.tail.load(Ordering::SeqCst);
         let enqueued = loop {
             let state = untag(tail);
             let (target, enqueue) = match decide(state) {
                 Decision::Enqueue => {
-                    // Written before the swap, which publishes them (release).
+                    // Written before the swap, which publishes them (release). `tail` was
+                    // read before the swap: the node it pointed at may have left and another
+                    // taken its address by the time the swap succeeds (the swap compares
+                    // addresses only), so `prev` takes the provenance exposed for whichever
+                    // node is at the address when it is followed, not `tail`'s.
                     let prev = if state.is_some() {
                         ptr::null_mut()
                     } else {
-                        tail
+                        ptr::with_exposed_provenance_mut(tail.addr())
                     };
                     node.link.prev.store(prev, Ordering::Relaxed);
                     node.status.store(QUEUED, Ordering::Relaxed);
@@ -552,7 +566,12 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
                 .tail
                 .compare_exchange_weak(tail, target, Ordering::SeqCst, Ordering::SeqCst)
             {
-                Ok(_) => break enqueue,
+                Ok(replaced) => {
+                    // The pointer the swap replaced: the current last node, with its own
+                    // provenance, where `tail` may carry a departed node's.
+                    tail = replaced;
+                    break enqueue;
+                }
                 Err(actual) => {
                     node.status.store(UNQUEUED, Ordering::Relaxed);
                     tail = actual;
