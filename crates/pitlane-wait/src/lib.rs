@@ -82,6 +82,7 @@ pub mod lock;
 pub mod notify;
 pub mod queue;
 pub mod semaphore;
+mod waker_slot;
 
 #[cfg(feature = "alloc")]
 pub use notify::OwnedNotified;

@@ -39,10 +39,9 @@ use core::task::{Context, Poll, Waker};
 #[cfg(feature = "alloc")]
 use alloc::sync::Arc;
 
-use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering};
-use pitlane_sync::shim::cell::UnsafeCell;
-
 use crate::queue::{Decision, Locked, Node, NodeStatus, Outcome, WaitQueue};
+use crate::waker_slot::{WakerSlot, poll_queued};
+use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 const NO_PERMIT: usize = 0;
 const PERMIT: usize = 1;
@@ -55,22 +54,21 @@ const NOTIFIED_ALL: u8 = 3;
 
 /// A waiting `Notified`'s part of the queue.
 pub(crate) struct Waiter {
-    /// Written by the owner before it enqueues, then only under the queue's lock; taken by
-    /// the notifier under the lock.
-    waker: UnsafeCell<Option<Waker>>,
+    /// Registered by the owner (see `WakerSlot`); taken by the notifier under the lock.
+    waker: WakerSlot,
     /// One of `NOTIFIED_*`, written by the notifier before it marks the node dequeued.
     notification: AtomicU8,
 }
 
 // SAFETY: `waker` is accessed by the owner only while its node is unqueued (before the
 // enqueue's swap publishes it, or after it reads `Dequeued`) and otherwise only under the
-// queue's lock; `notification` is atomic.
+// queue's lock (`WakerSlot`); `notification` is atomic.
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
     fn new() -> Self {
         Waiter {
-            waker: UnsafeCell::new(None),
+            waker: WakerSlot::new(),
             notification: AtomicU8::new(NOTIFIED_NONE),
         }
     }
@@ -78,8 +76,8 @@ impl Waiter {
     /// Under the lock: records how the waiter was notified and takes its waker.
     fn notify(&self, how: u8) -> Option<Waker> {
         self.notification.store(how, Ordering::Relaxed);
-        // SAFETY: called by a lock holder on a queued node (see `Sync` above).
-        self.waker.with_mut(|waker| unsafe { (*waker).take() })
+        // SAFETY: called by a lock holder on a queued node being removed.
+        unsafe { self.waker.take() }
     }
 }
 
@@ -367,12 +365,8 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     Some(PERMIT) => Decision::Update(NO_PERMIT),
                     _ => {
                         if let Some(waker) = waker {
-                            // SAFETY: the node is not queued yet: nobody else reads the cell.
-                            node.data().waker.with_mut(|cell| unsafe {
-                                if (*cell).is_none() {
-                                    *cell = Some(waker.clone());
-                                }
-                            });
+                            // SAFETY: the node is not queued yet: nobody else sees it.
+                            unsafe { node.data().waker.register(waker) };
                         }
                         Decision::Enqueue
                     }
@@ -400,28 +394,18 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                 }
             }
             Phase::Waiting => {
-                if node.status() == NodeStatus::Dequeued {
-                    this.phase = Phase::Done;
-                    return Poll::Ready(());
-                }
-                let Some(waker) = waker else {
-                    return Poll::Pending;
+                let done = match waker {
+                    // SAFETY: the node was enqueued on this queue only; the slot is its own.
+                    Some(waker) => unsafe {
+                        poll_queued(&notify.queue, node, &node.data().waker, waker)
+                    },
+                    // `enable` on a queued waiter: only look.
+                    None => node.status() == NodeStatus::Dequeued,
                 };
-                let locked = notify.queue.lock();
-                if node.status() != NodeStatus::Queued {
-                    drop(locked);
+                if done {
                     this.phase = Phase::Done;
                     return Poll::Ready(());
                 }
-                // SAFETY: the node is queued and we hold the lock.
-                let old = node.data().waker.with_mut(|cell| unsafe {
-                    match &*cell {
-                        Some(current) if current.will_wake(waker) => None,
-                        _ => (*cell).replace(waker.clone()),
-                    }
-                });
-                drop(locked);
-                drop(old);
                 Poll::Pending
             }
             Phase::Done => Poll::Ready(()),
