@@ -18,10 +18,12 @@
 //! - `notify_waiters` increments the counter; if waiters are queued it takes the lock and
 //!   drains the queue: every waiter queued before the drain's swap is notified, none after,
 //!   and a stored permit is left as it is. Wakers are woken in batches of 32 with the lock
-//!   released in between. The increment and the look at the queue, like a waiter's enqueue
-//!   and its second read of the counter, are sequentially consistent operations: in their
-//!   single total order, either the broadcast sees the waiter queued or the waiter sees the
-//!   increment.
+//!   released in between. The increment is a read-modify-write (acquire-release), and so is
+//!   a waiter's second read of the counter after its enqueue: the two are ordered on the
+//!   counter, and either the waiter's read comes later and sees the increment, or the
+//!   increment reads from it, so that the waiter's enqueue happens before the broadcast's
+//!   look at the queue, which then sees the waiter. (No sequentially consistent total order
+//!   is relied on, so loom checks this very code.)
 //! - A waiter dropped after it was notified by `notify_one`/`notify_last` but before it
 //!   returned `Ready` passes the notification on (to the next waiter in the same order, or to
 //!   the permit).
@@ -260,29 +262,15 @@ impl Notify {
     /// assert!(b.as_mut().enable());
     /// ```
     pub fn notify_waiters(&self) {
-        self.broadcasts.fetch_add(1, Ordering::SeqCst);
         // Either a waiter's second read of the counter sees this increment, or this look at
-        // the queue sees the waiter queued (see `loom_fence`).
-        loom_fence();
+        // the queue sees the waiter queued (see `Wait::poll_wait`).
+        self.broadcasts.fetch_add(1, Ordering::AcqRel);
         if self.queue.is_empty() {
             return;
         }
         let mut locked = self.queue.lock();
         locked.drain(NO_PERMIT, |waiter| waiter.notify(NOTIFIED_ALL));
     }
-}
-
-/// The store-then-load pairs of `notify_waiters` (increment the counter, then look at the
-/// tail) and of a waiter (swap itself into the tail, then read the counter) are all
-/// sequentially consistent operations, and in their single total order one of the two loads
-/// comes after the other side's store: either the waiter sees the increment or the broadcast
-/// sees the waiter. Loom treats sequentially consistent accesses as acquire/release only, so
-/// under loom an explicit sequentially consistent fence (which loom does model, and which the
-/// sequentially consistent accesses imply) stands between each store and its load.
-#[inline(always)]
-fn loom_fence() {
-    #[cfg(pitlane_loom)]
-    pitlane_sync::shim::atomic::fence(Ordering::SeqCst);
 }
 
 /// Under the lock: gives a notification to one waiter (first or last), or stores the permit.
@@ -380,9 +368,13 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     }
                     Outcome::Enqueued(_) => {
                         this.phase = Phase::Waiting;
-                        // Pairs with `notify_waiters` (see `loom_fence`).
-                        loom_fence();
-                        if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
+                        // Read again by a read-modify-write, which reads the latest value
+                        // of the counter: if it comes after a `notify_waiters`' increment, it
+                        // sees it; if before, the increment reads from it, so this enqueue
+                        // happens before the broadcaster's look at the queue, which then sees
+                        // this waiter (or its removal by another notifier). Acquire and
+                        // release suffice; no total order of the two sides is needed.
+                        if notify.broadcasts.fetch_add(0, Ordering::AcqRel) != this.broadcasts {
                             // A notify_waiters ran between our first read and our enqueue.
                             leave_after_broadcast(notify, node);
                             this.phase = Phase::Done;
