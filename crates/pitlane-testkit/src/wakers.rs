@@ -15,8 +15,8 @@
 //! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Wake, Waker};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::task::{Context, RawWaker, RawWakerVTable, Wake, Waker};
 
 /// Shared counters behind wakers made by [`CountingWaker::waker`].
 #[derive(Debug, Default)]
@@ -66,5 +66,141 @@ impl CountingWaker {
     /// waker not yet dropped.
     pub fn live(&self) -> usize {
         Arc::strong_count(&self.counts)
+    }
+}
+
+/// Polls `future` to completion on this thread, parking the thread between polls.
+///
+/// Its waker points at a heap record (a wake-up state and a count of the wakers that point
+/// at it), freed with the last of them, and the thread sleeps in `parking_lot_core`'s parking
+/// lot keyed by the record's address: no `Thread` handle and no `Arc` (whose last drop
+/// synchronizes through a fence ThreadSanitizer cannot follow), so the stress tests can block
+/// on futures under the sanitizer, and nothing outlives the call and the wakers a notifier
+/// kept. The same protocol as pitlane-wait's `blocking_*` forms (`src/blocking.rs` there).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::task::Poll;
+///
+/// // Pending until another thread sets the flag and wakes the waker it was given.
+/// let flag = Arc::new(AtomicBool::new(false));
+/// let value = pitlane_testkit::wakers::block_on(std::future::poll_fn(|cx| {
+///     if flag.load(Ordering::SeqCst) {
+///         return Poll::Ready(7);
+///     }
+///     let (flag, waker) = (flag.clone(), cx.waker().clone());
+///     std::thread::spawn(move || {
+///         flag.store(true, Ordering::SeqCst);
+///         waker.wake();
+///     });
+///     Poll::Pending
+/// }));
+/// assert_eq!(value, 7);
+/// ```
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    let record = Box::into_raw(Box::new(ThreadWaker {
+        refs: AtomicUsize::new(1),
+        state: AtomicU8::new(IDLE),
+    }));
+    // SAFETY: the vtable upholds the `RawWaker` contract: the record lives while a waker holds
+    // a count of it, clones share it, and the record is `Send + Sync`.
+    let waker =
+        unsafe { Waker::from_raw(RawWaker::new(record.cast_const().cast(), &THREAD_WAKER)) };
+    // SAFETY: `waker` holds a count until the end of this function.
+    let record = unsafe { &*record };
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        if record
+            .state
+            .compare_exchange(IDLE, PARKED, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: the key is our own record's address; the callbacks neither panic nor
+            // call into the parking lot.
+            unsafe {
+                parking_lot_core::park(
+                    record.key(),
+                    || record.state.load(Ordering::Relaxed) == PARKED,
+                    || {},
+                    |_, _| {},
+                    parking_lot_core::DEFAULT_PARK_TOKEN,
+                    None,
+                )
+            };
+        }
+        record.state.swap(IDLE, Ordering::Acquire);
+    }
+}
+
+const IDLE: u8 = 0;
+const WOKEN: u8 = 1;
+const PARKED: u8 = 2;
+
+/// The record behind [`block_on`]'s wakers.
+struct ThreadWaker {
+    refs: AtomicUsize,
+    state: AtomicU8,
+}
+
+impl ThreadWaker {
+    fn key(&self) -> usize {
+        std::ptr::from_ref(self).addr()
+    }
+}
+
+static THREAD_WAKER: RawWakerVTable = RawWakerVTable::new(
+    thread_waker_clone,
+    thread_waker_wake,
+    thread_waker_wake_by_ref,
+    thread_waker_drop,
+);
+
+/// # Safety
+/// `data` is the record of a live waker.
+unsafe fn thread_waker_record<'a>(data: *const ()) -> &'a ThreadWaker {
+    // SAFETY: the caller's waker holds a count.
+    unsafe { &*data.cast::<ThreadWaker>() }
+}
+
+fn thread_waker_clone(data: *const ()) -> RawWaker {
+    // SAFETY: called through a live waker.
+    let record = unsafe { thread_waker_record(data) };
+    if record.refs.fetch_add(1, Ordering::Relaxed) > isize::MAX as usize {
+        std::process::abort();
+    }
+    RawWaker::new(data, &THREAD_WAKER)
+}
+
+fn thread_waker_wake(data: *const ()) {
+    thread_waker_wake_by_ref(data);
+    thread_waker_drop(data);
+}
+
+fn thread_waker_wake_by_ref(data: *const ()) {
+    // SAFETY: called through a live waker.
+    let record = unsafe { thread_waker_record(data) };
+    if record.state.swap(WOKEN, Ordering::Release) == PARKED {
+        // SAFETY: the key is a record of ours, alive while this waker is.
+        unsafe {
+            parking_lot_core::unpark_one(record.key(), |_| parking_lot_core::DEFAULT_UNPARK_TOKEN)
+        };
+    }
+}
+
+fn thread_waker_drop(data: *const ()) {
+    // SAFETY: called through a live waker, whose count this gives up.
+    if unsafe { thread_waker_record(data) }
+        .refs
+        .fetch_sub(1, Ordering::AcqRel)
+        == 1
+    {
+        // SAFETY: the last count: no waker points at the record, and the acquire-release
+        // decrements ordered every other holder's use of it before this.
+        drop(unsafe { Box::from_raw(data.cast_mut().cast::<ThreadWaker>()) });
     }
 }

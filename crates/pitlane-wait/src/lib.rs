@@ -58,7 +58,7 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `std` | yes | `parking_lot`'s lock as the default lock, a parker that yields to the OS, the `blocking_*` forms; implies `alloc` |
+//! | `std` | yes | `parking_lot`'s lock as the default lock, a parker that sleeps in `parking_lot_core`'s parking lot, the `blocking_*` forms; implies `alloc` |
 //! | `alloc` | via `std` | `Arc`-owned futures and permits (`notified_owned`, `acquire_owned`, `OwnedSemaphorePermit`) |
 //! | `tokio` | no | the `blocking_*` forms panic, as tokio's do, when called on a thread that drives a tokio runtime |
 //!
@@ -82,6 +82,7 @@ pub mod lock;
 pub mod notify;
 pub mod queue;
 pub mod semaphore;
+mod waker_slot;
 
 #[cfg(feature = "alloc")]
 pub use notify::OwnedNotified;

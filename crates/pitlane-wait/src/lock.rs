@@ -5,11 +5,12 @@
 //!   `parking_lot::RawMutex`, pitlane-sync's spin locks and any lock of the `lock_api`
 //!   family plug in as they are); [`DefaultLock`] is `parking_lot::RawMutex` with the `std`
 //!   feature and pitlane-sync's test-and-test-and-set spin lock without it (and under loom).
-//! - [`Parker`]: what a lock holder does while it waits for a lagging link. An enqueuer links
-//!   its node a few instructions after its compare-and-swap on the tail, so the wait is short
-//!   unless that thread was preempted in between; [`Yield`] (the `std` default) spins a little
-//!   and then yields the processor to the OS so that the enqueuer can run, [`Spin`] (the
-//!   `no_std` default) only spins.
+//! - [`Parker`]: how a lock holder waits for a lagging link, and how the enqueuer wakes it. An
+//!   enqueuer links its node a few instructions after its compare-and-swap on the tail, so
+//!   the wait is short unless that thread was preempted in between; `Park` (the `std`
+//!   default) spins a little and then sleeps in `parking_lot_core`'s parking lot until the
+//!   enqueuer, seeing the lock holder's mark on the link, unparks it (so that the preempted
+//!   enqueuer can have the processor), [`Spin`] (the `no_std` default) only spins.
 
 /// A raw lock: [`lock`](Lock::lock) until held, [`unlock`](Lock::unlock) by the holder.
 ///
@@ -117,68 +118,110 @@ pub(crate) fn default_lock() -> DefaultLock {
     LoomLock::default()
 }
 
-/// What a lock holder does, on its `attempt`-th try, while it waits for an enqueuer to link
-/// its node (see the module doc).
+/// How a lock holder waits for an enqueuer to link its node, and how the enqueuer wakes it
+/// (see the module doc).
+///
+/// The queue's protocol: the lock holder reads the link `SPINS` times (with a spin-loop hint
+/// between reads); then it marks the empty link as waited for, by a compare-and-swap, and
+/// calls [`park`](Parker::park) with the link's address as the key, again and again until
+/// the link is there. The enqueuer writes its link by a swap, and if that swap replaced the
+/// mark, calls [`unpark`](Parker::unpark) with the same key. A parker may return from `park`
+/// at any time (spuriously): the lock holder checks again.
 ///
 /// ```
 /// use pitlane_wait::lock::{Parker, Spin};
 ///
-/// Spin::wait(0); // returns after a spin hint
+/// Spin::park(0x1000, || true); // returns after a spin hint
+/// Spin::unpark(0x1000); // nothing to wake
 /// ```
 pub trait Parker {
-    /// Waits a little; called with 0, 1, 2, … until the link appears.
-    fn wait(attempt: u32);
+    /// How many times the lock holder reads the link before it parks.
+    const SPINS: u32;
+
+    /// Sleeps until [`unpark`](Parker::unpark) is called with `key`, or returns spuriously;
+    /// does not sleep if `still_waiting` (called where a concurrent `unpark` cannot slip in
+    /// between the check and the sleep) returns `false`.
+    fn park(key: usize, still_waiting: impl FnOnce() -> bool);
+
+    /// Wakes the thread parked with `key`, if any.
+    fn unpark(key: usize);
 }
 
-/// Spins with the processor's spin-loop hint (under loom: yields to the model).
+/// Never sleeps: `park` is a spin-loop hint (under loom: yields to the model), `unpark` does
+/// nothing. The `no_std` default.
 ///
 /// ```
 /// use pitlane_wait::lock::{Parker, Spin};
 ///
-/// for attempt in 0..3 {
-///     Spin::wait(attempt);
+/// for _ in 0..3 {
+///     Spin::park(0x1000, || true);
 /// }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Spin;
 
 impl Parker for Spin {
+    const SPINS: u32 = 0;
+
     #[inline]
-    fn wait(_attempt: u32) {
+    fn park(_key: usize, _still_waiting: impl FnOnce() -> bool) {
         pitlane_sync::shim::hint::spin_loop();
     }
+
+    #[inline]
+    fn unpark(_key: usize) {}
 }
 
-/// Spins for the first 32 attempts, then yields the processor to the OS scheduler, so that a
-/// preempted enqueuer gets to run.
+/// Spins a little, then sleeps in `parking_lot_core`'s parking lot (a futex or the platform's
+/// equivalent) until the enqueuer unparks it: a lagging enqueuer that was preempted gets the
+/// processor, and the lock holder burns none while it waits. The `std` default.
+///
+/// The key is the address of the link waited for; an `unpark` that comes after the link's
+/// memory was reused for another parked object only wakes that object's thread spuriously,
+/// which `parking_lot_core`'s users tolerate.
 ///
 /// ```
-/// use pitlane_wait::lock::{Parker, Yield};
+/// use pitlane_wait::lock::{Park, Parker};
 ///
-/// Yield::wait(100); // yields to the OS
+/// Park::park(0x1000, || false); // nothing to wait for: returns at once
+/// Park::unpark(0x1000); // nobody parked: does nothing
 /// ```
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", not(pitlane_loom)))]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Yield;
+pub struct Park;
 
-#[cfg(feature = "std")]
-impl Parker for Yield {
-    #[inline]
-    fn wait(attempt: u32) {
-        #[cfg(not(pitlane_loom))]
-        if attempt >= 32 {
-            std::thread::yield_now();
-            return;
-        }
-        let _ = attempt;
-        pitlane_sync::shim::hint::spin_loop();
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+impl Parker for Park {
+    const SPINS: u32 = 64;
+
+    fn park(key: usize, still_waiting: impl FnOnce() -> bool) {
+        // SAFETY: the key is the address of a link of a queue of this crate, only ever
+        // parked on by that queue's lock holder; `still_waiting` neither panics nor calls into
+        // the parking lot (it is an atomic load).
+        unsafe {
+            parking_lot_core::park(
+                key,
+                still_waiting,
+                || {},
+                |_, _| {},
+                parking_lot_core::DEFAULT_PARK_TOKEN,
+                None,
+            )
+        };
+    }
+
+    fn unpark(key: usize) {
+        // SAFETY: as in `park`; the callback neither panics nor calls into the parking lot.
+        unsafe { parking_lot_core::unpark_one(key, |_| parking_lot_core::DEFAULT_UNPARK_TOKEN) };
     }
 }
 
-/// The parker a queue uses unless told otherwise: [`Yield`] with `std`, [`Spin`] without.
-#[cfg(feature = "std")]
-pub type DefaultParker = Yield;
+/// The parker a queue uses unless told otherwise: [`Park`] with `std`, [`Spin`] without (and
+/// under loom, where parking is modelled as yielding to the model).
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+pub type DefaultParker = Park;
 
-/// The parker a queue uses unless told otherwise: [`Yield`] with `std`, [`Spin`] without.
-#[cfg(not(feature = "std"))]
+/// The parker a queue uses unless told otherwise: [`Park`] with `std`, [`Spin`] without (and
+/// under loom, where parking is modelled as yielding to the model).
+#[cfg(any(not(feature = "std"), pitlane_loom))]
 pub type DefaultParker = Spin;

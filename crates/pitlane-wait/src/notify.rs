@@ -18,10 +18,12 @@
 //! - `notify_waiters` increments the counter; if waiters are queued it takes the lock and
 //!   drains the queue: every waiter queued before the drain's swap is notified, none after,
 //!   and a stored permit is left as it is. Wakers are woken in batches of 32 with the lock
-//!   released in between. The increment and the look at the queue, like a waiter's enqueue
-//!   and its second read of the counter, are sequentially consistent operations: in their
-//!   single total order, either the broadcast sees the waiter queued or the waiter sees the
-//!   increment.
+//!   released in between. The increment is a read-modify-write (acquire-release), and so is
+//!   a waiter's second read of the counter after its enqueue: the two are ordered on the
+//!   counter, and either the waiter's read comes later and sees the increment, or the
+//!   increment reads from it, so that the waiter's enqueue happens before the broadcast's
+//!   look at the queue, which then sees the waiter. (No sequentially consistent total order
+//!   is relied on, so loom checks this very code.)
 //! - A waiter dropped after it was notified by `notify_one`/`notify_last` but before it
 //!   returned `Ready` passes the notification on (to the next waiter in the same order, or to
 //!   the permit).
@@ -39,10 +41,9 @@ use core::task::{Context, Poll, Waker};
 #[cfg(feature = "alloc")]
 use alloc::sync::Arc;
 
-use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering};
-use pitlane_sync::shim::cell::UnsafeCell;
-
 use crate::queue::{Decision, Locked, Node, NodeStatus, Outcome, WaitQueue};
+use crate::waker_slot::{WakerSlot, poll_queued};
+use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 const NO_PERMIT: usize = 0;
 const PERMIT: usize = 1;
@@ -55,22 +56,21 @@ const NOTIFIED_ALL: u8 = 3;
 
 /// A waiting `Notified`'s part of the queue.
 pub(crate) struct Waiter {
-    /// Written by the owner before it enqueues, then only under the queue's lock; taken by
-    /// the notifier under the lock.
-    waker: UnsafeCell<Option<Waker>>,
+    /// Registered by the owner (see `WakerSlot`); taken by the notifier under the lock.
+    waker: WakerSlot,
     /// One of `NOTIFIED_*`, written by the notifier before it marks the node dequeued.
     notification: AtomicU8,
 }
 
 // SAFETY: `waker` is accessed by the owner only while its node is unqueued (before the
 // enqueue's swap publishes it, or after it reads `Dequeued`) and otherwise only under the
-// queue's lock; `notification` is atomic.
+// queue's lock (`WakerSlot`); `notification` is atomic.
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
     fn new() -> Self {
         Waiter {
-            waker: UnsafeCell::new(None),
+            waker: WakerSlot::new(),
             notification: AtomicU8::new(NOTIFIED_NONE),
         }
     }
@@ -78,8 +78,8 @@ impl Waiter {
     /// Under the lock: records how the waiter was notified and takes its waker.
     fn notify(&self, how: u8) -> Option<Waker> {
         self.notification.store(how, Ordering::Relaxed);
-        // SAFETY: called by a lock holder on a queued node (see `Sync` above).
-        self.waker.with_mut(|waker| unsafe { (*waker).take() })
+        // SAFETY: called by a lock holder on a queued node being removed.
+        unsafe { self.waker.take() }
     }
 }
 
@@ -229,13 +229,10 @@ impl Notify {
 
     #[inline]
     fn notify(&self, how: u8) {
-        // No waiter: store the permit (or find it stored already).
-        match self
-            .queue
-            .fetch_update_state(|permit| (permit == NO_PERMIT).then_some(PERMIT))
-        {
-            Ok(_) | Err(Some(_)) => {}
-            Err(None) => self.notify_waiter(how),
+        // No waiter: store the permit, or find it stored already (the only two states), in
+        // one compare-and-swap.
+        if let Err(None) = self.queue.compare_exchange_state(NO_PERMIT, PERMIT) {
+            self.notify_waiter(how);
         }
     }
 
@@ -265,29 +262,15 @@ impl Notify {
     /// assert!(b.as_mut().enable());
     /// ```
     pub fn notify_waiters(&self) {
-        self.broadcasts.fetch_add(1, Ordering::SeqCst);
         // Either a waiter's second read of the counter sees this increment, or this look at
-        // the queue sees the waiter queued (see `loom_fence`).
-        loom_fence();
+        // the queue sees the waiter queued (see `Wait::poll_wait`).
+        self.broadcasts.fetch_add(1, Ordering::AcqRel);
         if self.queue.is_empty() {
             return;
         }
         let mut locked = self.queue.lock();
         locked.drain(NO_PERMIT, |waiter| waiter.notify(NOTIFIED_ALL));
     }
-}
-
-/// The store-then-load pairs of `notify_waiters` (increment the counter, then look at the
-/// tail) and of a waiter (swap itself into the tail, then read the counter) are all
-/// sequentially consistent operations, and in their single total order one of the two loads
-/// comes after the other side's store: either the waiter sees the increment or the broadcast
-/// sees the waiter. Loom treats sequentially consistent accesses as acquire/release only, so
-/// under loom an explicit sequentially consistent fence (which loom does model, and which the
-/// sequentially consistent accesses imply) stands between each store and its load.
-#[inline(always)]
-fn loom_fence() {
-    #[cfg(pitlane_loom)]
-    pitlane_sync::shim::atomic::fence(Ordering::SeqCst);
 }
 
 /// Under the lock: gives a notification to one waiter (first or last), or stores the permit.
@@ -370,12 +353,8 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     Some(PERMIT) => Decision::Update(NO_PERMIT),
                     _ => {
                         if let Some(waker) = waker {
-                            // SAFETY: the node is not queued yet: nobody else reads the cell.
-                            node.data().waker.with_mut(|cell| unsafe {
-                                if (*cell).is_none() {
-                                    *cell = Some(waker.clone());
-                                }
-                            });
+                            // SAFETY: the node is not queued yet: nobody else sees it.
+                            unsafe { node.data().waker.register(waker) };
                         }
                         Decision::Enqueue
                     }
@@ -389,9 +368,13 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     }
                     Outcome::Enqueued(_) => {
                         this.phase = Phase::Waiting;
-                        // Pairs with `notify_waiters` (see `loom_fence`).
-                        loom_fence();
-                        if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
+                        // Read again by a read-modify-write, which reads the latest value
+                        // of the counter: if it comes after a `notify_waiters`' increment, it
+                        // sees it; if before, the increment reads from it, so this enqueue
+                        // happens before the broadcaster's look at the queue, which then sees
+                        // this waiter (or its removal by another notifier). Acquire and
+                        // release suffice; no total order of the two sides is needed.
+                        if notify.broadcasts.fetch_add(0, Ordering::AcqRel) != this.broadcasts {
                             // A notify_waiters ran between our first read and our enqueue.
                             leave_after_broadcast(notify, node);
                             this.phase = Phase::Done;
@@ -403,28 +386,18 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                 }
             }
             Phase::Waiting => {
-                if node.status() == NodeStatus::Dequeued {
-                    this.phase = Phase::Done;
-                    return Poll::Ready(());
-                }
-                let Some(waker) = waker else {
-                    return Poll::Pending;
+                let done = match waker {
+                    // SAFETY: the node was enqueued on this queue only; the slot is its own.
+                    Some(waker) => unsafe {
+                        poll_queued(&notify.queue, node, &node.data().waker, waker)
+                    },
+                    // `enable` on a queued waiter: only look.
+                    None => node.status() == NodeStatus::Dequeued,
                 };
-                let locked = notify.queue.lock();
-                if node.status() != NodeStatus::Queued {
-                    drop(locked);
+                if done {
                     this.phase = Phase::Done;
                     return Poll::Ready(());
                 }
-                // SAFETY: the node is queued and we hold the lock.
-                let old = node.data().waker.with_mut(|cell| unsafe {
-                    match &*cell {
-                        Some(current) if current.will_wake(waker) => None,
-                        _ => (*cell).replace(waker.clone()),
-                    }
-                });
-                drop(locked);
-                drop(old);
                 Poll::Pending
             }
             Phase::Done => Poll::Ready(()),

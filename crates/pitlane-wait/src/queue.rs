@@ -24,17 +24,33 @@
 //! The decision to enqueue is taken against the very tail word the swap replaces, so "take
 //! the state's permits, else enqueue" is one atomic step ([`WaitQueue::enqueue_or_update`]).
 //!
+//! *Provenance.* An enqueuer reads the tail before its swap, and the swap compares
+//! addresses only: the node read may have left, and a new node taken its address, by the
+//! time the swap succeeds. So the enqueuer follows the pointer the swap returns (the current
+//! last node's own) to write the link, and writes `prev` as an address with the provenance
+//! exposed for whichever node is there (every node exposes its provenance when it is
+//! enqueued), never the pointer it read.
+//!
 //! **Removal** (lock held): dequeue at the head (FIFO), pop at the tail (LIFO), or a node's
 //! own removal when its future is dropped. To unlink `x` with predecessor `p`: if `x.next` is
 //! null, `x` may be the tail: compare-and-swap the tail from `x` to `p` (or, when `p` is null,
 //! to the state the empty queue takes), then clear `p.next` (or `head`) by a compare-and-swap
 //! that fails harmlessly if a new enqueuer linked itself meanwhile. If that swap fails, an
-//! enqueuer has appended behind `x` and will write `x.next`: the remover waits for it through
-//! the [`Parker`] and then relinks `p` and `x.next` around `x`. A node is only removed after
+//! enqueuer has appended behind `x` and will write `x.next`: the remover waits for it and
+//! then relinks `p` and `x.next` around `x`. A node is only removed after
 //! its incoming link is visible (reached from the head, or popped after waiting for its
 //! link, or removed by its own owner whose enqueue returned), so no enqueuer writes into a
 //! removed node. Only lock holders remove, so a queue found non-empty under the lock stays
 //! non-empty until the holder removes.
+//!
+//! **Waiting for a link** (lock held): an enqueuer links its node a few instructions after
+//! its swap on the tail, so a lock holder that finds the link missing reads it a few times;
+//! then it marks the empty link as waited for (a compare-and-swap from null to a mark no
+//! node address can be) and parks, keyed by the link's address. The enqueuer writes every
+//! link by a swap, and if the swap replaced the mark, unparks that key. With `std`, the lock
+//! holder sleeps in `parking_lot_core`'s parking lot, so that an enqueuer preempted between
+//! its two steps gets the processor back instead of waiting for a spinning lock holder's
+//! time slice to end (as aiq does, at the cost of a swap instead of a store per enqueue).
 //!
 //! **Drain** (lock held): read the head, then swap the tail from the last node to a state
 //! (after the swap, an enqueuer that finds the state writes `head` for the new queue, so the
@@ -57,10 +73,9 @@
 //!
 //! # Differences
 //!
-//! From aiq: the node status is its own byte rather than packed into `prev`; a lagging link
-//! is waited out by a [`Parker`] that spins and then yields (aiq parks the remover and has the
-//! enqueuer wake it, which costs the enqueuer a swap instead of a store); the state of an
-//! emptied queue is given by the remover (aiq: a state type); the drain list is made circular
+//! From aiq: the node status is its own byte rather than packed into `prev`; the way a lock
+//! holder sleeps is a parameter ([`Parker`]); the state of an emptied queue is given by the
+//! remover (aiq: a state type); the drain list is made circular
 //! at once, not when the lock is first released; wakers are batched by the queue's guard.
 //!
 //! From tokio's `util::linked_list`: that list is a plain doubly-linked list behind the
@@ -248,37 +263,26 @@ fn untag(word: *mut Link) -> Option<usize> {
     }
 }
 
-/// An enqueuer's write of the link into its node (the predecessor's `next`, or `head`).
-///
-/// Under loom, a swap: loom's model let a lock holder that spins on the link with
-/// read-modify-writes keep reading the value from before a plain store, forever (seen in the
-/// cancellation model of `tests/loom_semaphore.rs`); a processor makes the store visible.
+/// The mark a lock holder leaves in an empty link before it parks to wait for it: never a
+/// node's address (nodes are at least 2-aligned).
 #[inline]
-fn publish_link(slot: &AtomicPtr<Link>, link: *mut Link) {
-    #[cfg(not(pitlane_loom))]
-    slot.store(link, Ordering::Release);
-    #[cfg(pitlane_loom)]
-    slot.swap(link, Ordering::AcqRel);
+fn parked_mark() -> *mut Link {
+    ptr::without_provenance_mut(1)
 }
 
-/// Reads a link that a lock holder waits for.
-///
-/// Under loom, through a compare-and-swap, which always reads the latest value: loom lets a
-/// plain load in a spin loop return the same stale value forever, which no processor does.
+/// The parking key of a link: its address.
 #[inline]
-fn read_link(slot: &AtomicPtr<Link>) -> *mut Link {
-    #[cfg(not(pitlane_loom))]
-    {
-        slot.load(Ordering::Acquire)
-    }
-    #[cfg(pitlane_loom)]
-    {
-        // A compare-and-swap that always fails (no link is at the dangling address) reads
-        // the latest value and writes nothing.
-        let never = ptr::dangling_mut::<Link>();
-        match slot.compare_exchange(never, never, Ordering::Acquire, Ordering::Acquire) {
-            Ok(link) | Err(link) => link,
-        }
+fn link_key(slot: &AtomicPtr<Link>) -> usize {
+    ptr::from_ref(slot).addr()
+}
+
+/// An enqueuer's write of the link to its node (into the predecessor's `next`, or `head`):
+/// a swap, so that it sees whether the lock holder marked the link as waited for, and then
+/// wakes it.
+#[inline]
+fn publish_link<P: Parker>(slot: &AtomicPtr<Link>, link: *mut Link) {
+    if slot.swap(link, Ordering::AcqRel) == parked_mark() {
+        P::unpark(link_key(slot));
     }
 }
 
@@ -412,6 +416,41 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
         self.state().is_some()
     }
 
+    /// While the queue is empty and holds `current`, replaces it by `new`, in one
+    /// compare-and-swap that reads nothing first (on a contended word, one transfer of its
+    /// cache line where [`fetch_update_state`](WaitQueue::fetch_update_state) may take two).
+    /// Returns `Ok(current)`, or `Err(Some(s))` when the queue holds another state `s`, or
+    /// `Err(None)` when a node is queued.
+    ///
+    /// # Panics
+    /// If `current` or `new` is above [`MAX_STATE`].
+    ///
+    /// ```
+    /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+    /// assert_eq!(queue.compare_exchange_state(0, 1), Ok(0));
+    /// assert_eq!(queue.compare_exchange_state(0, 1), Err(Some(1)));
+    /// ```
+    #[inline]
+    pub fn compare_exchange_state(
+        &self,
+        current: usize,
+        new: usize,
+    ) -> Result<usize, Option<usize>> {
+        assert!(
+            current <= MAX_STATE && new <= MAX_STATE,
+            "a wait queue's state is at most MAX_STATE"
+        );
+        match self.tail.compare_exchange(
+            tagged(current),
+            tagged(new),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            Ok(_) => Ok(current),
+            Err(actual) => Err(untag(actual)),
+        }
+    }
+
     /// While the queue is empty, replaces its state `s` by `update(s)` in one atomic step
     /// (retrying on contention). Returns `Ok(previous)`, or `Err(Some(s))` when `update`
     /// returned `None`, or `Err(None)` when a node is queued.
@@ -490,17 +529,24 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
     ) -> Outcome {
         debug_assert_eq!(node.status.load(Ordering::Relaxed), UNQUEUED);
         let me = node.link_ptr();
+        // Every node's provenance is exposed when it is enqueued, so that the `prev` link a
+        // later enqueuer writes (see below) is valid for the node at that address.
+        let _ = me.expose_provenance();
         node.link.next.store(ptr::null_mut(), Ordering::Relaxed);
         let mut tail = self.tail.load(Ordering::SeqCst);
         let enqueued = loop {
             let state = untag(tail);
             let (target, enqueue) = match decide(state) {
                 Decision::Enqueue => {
-                    // Written before the swap, which publishes them (release).
+                    // Written before the swap, which publishes them (release). `tail` was
+                    // read before the swap: the node it pointed at may have left and another
+                    // taken its address by the time the swap succeeds (the swap compares
+                    // addresses only), so `prev` takes the provenance exposed for whichever
+                    // node is at the address when it is followed, not `tail`'s.
                     let prev = if state.is_some() {
                         ptr::null_mut()
                     } else {
-                        tail
+                        ptr::with_exposed_provenance_mut(tail.addr())
                     };
                     node.link.prev.store(prev, Ordering::Relaxed);
                     node.status.store(QUEUED, Ordering::Relaxed);
@@ -520,7 +566,12 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
                 .tail
                 .compare_exchange_weak(tail, target, Ordering::SeqCst, Ordering::SeqCst)
             {
-                Ok(_) => break enqueue,
+                Ok(replaced) => {
+                    // The pointer the swap replaced: the current last node, with its own
+                    // provenance, where `tail` may carry a departed node's.
+                    tail = replaced;
+                    break enqueue;
+                }
                 Err(actual) => {
                     node.status.store(UNQUEUED, Ordering::Relaxed);
                     tail = actual;
@@ -531,14 +582,14 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
             Some(state) if !enqueued => Outcome::Updated(state),
             Some(state) => {
                 // The queue was empty: we are the first node.
-                publish_link(&self.head, me);
+                publish_link::<P>(&self.head, me);
                 Outcome::Enqueued(Some(state))
             }
             None => {
                 // SAFETY: `tail` was the last node when our swap replaced it; a remover that
                 // reaches it waits for this link (its `next` is null and it is no longer the
                 // tail), so it is alive until this store.
-                publish_link(unsafe { &(*tail).next }, me);
+                publish_link::<P>(unsafe { &(*tail).next }, me);
                 Outcome::Enqueued(None)
             }
         }
@@ -561,15 +612,37 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
         }
     }
 
+    /// Waits until an enqueuer has written the link `slot` (it has swapped the tail, so it
+    /// will): reads it [`P::SPINS`](Parker::SPINS) times, then marks it as waited for and
+    /// parks until the enqueuer's swap finds the mark and unparks this thread. Returns the
+    /// link.
     fn wait_link(slot: &AtomicPtr<Link>) -> *mut Link {
-        let mut attempt = 0;
-        loop {
-            let link = read_link(slot);
+        for _ in 0..P::SPINS {
+            let link = slot.load(Ordering::Acquire);
             if !link.is_null() {
                 return link;
             }
-            P::wait(attempt);
-            attempt = attempt.saturating_add(1);
+            pitlane_sync::shim::hint::spin_loop();
+        }
+        Self::park_for_link(slot)
+    }
+
+    #[cold]
+    fn park_for_link(slot: &AtomicPtr<Link>) -> *mut Link {
+        let mark = parked_mark();
+        let mut expected = ptr::null_mut();
+        loop {
+            // A read-modify-write reads the latest link: the link, or the mark (ours).
+            let link =
+                match slot.compare_exchange(expected, mark, Ordering::Acquire, Ordering::Acquire) {
+                    Ok(_) => mark,
+                    Err(link) => link,
+                };
+            if link != mark {
+                return link;
+            }
+            expected = mark;
+            P::park(link_key(slot), || slot.load(Ordering::Relaxed) == mark);
         }
     }
 
@@ -821,11 +894,9 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
             // SAFETY: `prev` is queued, as above.
             unsafe { &(*prev).next }
         };
-        let mut attempt = 0;
-        while read_link(into) != tail {
-            P::wait(attempt);
-            attempt = attempt.saturating_add(1);
-        }
+        let link = WaitQueue::<T, L, P>::wait_link(into);
+        // Only the last node's enqueuer writes the link into it (removals hold the lock).
+        debug_assert_eq!(link, tail);
         // SAFETY: the lock is held; `tail` is queued with its incoming link written.
         let emptied = unsafe { self.queue.unlink(tail, 0) };
         // SAFETY: `tail` was queued and is now ours to finish.

@@ -31,10 +31,9 @@ use core::task::{Context, Poll, Waker};
 #[cfg(feature = "alloc")]
 use alloc::sync::Arc;
 
-use pitlane_sync::shim::atomic::{AtomicBool, AtomicUsize, Ordering};
-use pitlane_sync::shim::cell::UnsafeCell;
-
 use crate::queue::{Decision, Locked, Node, NodeStatus, Outcome, WaitQueue};
+use crate::waker_slot::{WakerSlot, poll_queued};
+use pitlane_sync::shim::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The closed flag in the queue's state.
 const CLOSED: usize = 1;
@@ -43,8 +42,8 @@ const PERMIT_SHIFT: u32 = 1;
 
 /// A waiting acquire's part of the queue.
 pub(crate) struct Acquirer {
-    /// Written by the owner before it enqueues, then only under the queue's lock.
-    waker: UnsafeCell<Option<Waker>>,
+    /// Registered by the owner (see `WakerSlot`); taken by the remover under the lock.
+    waker: WakerSlot,
     /// How many permits the acquire asks for in all.
     needed: usize,
     /// How many it still lacks; written by the owner before it enqueues, then under the lock.
@@ -55,14 +54,14 @@ pub(crate) struct Acquirer {
 
 // SAFETY: `waker` is accessed by the owner only while its node is unqueued (before the
 // enqueue's swap publishes it, or after it reads `Dequeued`) and otherwise only under the
-// queue's lock; the other fields are atomic or immutable.
+// queue's lock (`WakerSlot`); the other fields are atomic or immutable.
 unsafe impl Sync for Acquirer {}
 
 impl Acquirer {
     /// Under the lock: takes the waker of a waiter being dequeued.
     fn take_waker(&self) -> Option<Waker> {
-        // SAFETY: called by a lock holder on a queued node (see `Sync` above).
-        self.waker.with_mut(|waker| unsafe { (*waker).take() })
+        // SAFETY: called by a lock holder on a queued node being removed.
+        unsafe { self.waker.take() }
     }
 }
 
@@ -303,7 +302,10 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
-        Acquire::new(self, 1).await?;
+        match self.take_now(1) {
+            Some(now) => now?,
+            None => Acquire::new(self, 1).await?,
+        }
         Ok(SemaphorePermit {
             sem: self,
             permits: 1,
@@ -328,7 +330,10 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, AcquireError> {
-        Acquire::new(self, n as usize).await?;
+        match self.take_now(n as usize) {
+            Some(now) => now?,
+            None => Acquire::new(self, n as usize).await?,
+        }
         Ok(SemaphorePermit {
             sem: self,
             permits: n,
@@ -379,6 +384,40 @@ impl Semaphore {
         })
     }
 
+    /// The first step of every acquire, before it builds its queue node: `Some` when done at
+    /// once (the permits taken, or the semaphore closed), `None` when it must wait (too few
+    /// permits free, or tasks waiting). It makes the same decision, by the same compare-and-swap,
+    /// as the node's first poll would; the queued path makes it again against the tail word
+    /// its enqueue replaces.
+    #[inline]
+    fn take_now(&self, n: usize) -> Option<Result<(), AcquireError>> {
+        match self.queue.fetch_update_state(|state| {
+            (state & CLOSED == 0 && state >> PERMIT_SHIFT >= n).then(|| state - (n << PERMIT_SHIFT))
+        }) {
+            Ok(_) => Some(Ok(())),
+            Err(Some(state)) if state & CLOSED != 0 => Some(Err(AcquireError(()))),
+            Err(_) => None,
+        }
+    }
+
+    /// Gives `n` permits back (a permit's drop): to the state if nobody waits, else to the
+    /// waiters under the lock.
+    #[inline]
+    #[track_caller]
+    fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        match self
+            .queue
+            .fetch_update_state(|state| add_to_state(state, n))
+        {
+            Ok(_) => {}
+            Err(Some(_)) => overflow(n),
+            Err(None) => self.release_to_waiters(n),
+        }
+    }
+
     #[inline]
     fn try_take(&self, n: usize) -> Result<(), TryAcquireError> {
         match self.queue.fetch_update_state(|state| {
@@ -412,7 +451,10 @@ impl Semaphore {
     /// ```
     #[cfg(feature = "alloc")]
     pub async fn acquire_owned(self: Arc<Self>) -> Result<OwnedSemaphorePermit, AcquireError> {
-        Acquire::new(&self, 1).await?;
+        match self.take_now(1) {
+            Some(now) => now?,
+            None => Acquire::new(&self, 1).await?,
+        }
         Ok(OwnedSemaphorePermit {
             sem: self,
             permits: 1,
@@ -438,7 +480,10 @@ impl Semaphore {
         self: Arc<Self>,
         n: u32,
     ) -> Result<OwnedSemaphorePermit, AcquireError> {
-        Acquire::new(&self, n as usize).await?;
+        match self.take_now(n as usize) {
+            Some(now) => now?,
+            None => Acquire::new(&self, n as usize).await?,
+        }
         Ok(OwnedSemaphorePermit {
             sem: self,
             permits: n,
@@ -705,7 +750,7 @@ impl<'a> Acquire<'a> {
             sem,
             phase: Phase::Init,
             node: Node::new(Acquirer {
-                waker: UnsafeCell::new(None),
+                waker: WakerSlot::new(),
                 needed: n,
                 remaining: AtomicUsize::new(n),
                 closed: AtomicBool::new(false),
@@ -729,12 +774,8 @@ impl core::future::Future for Acquire<'_> {
                 let waker = cx.waker();
                 let prepare = |lacking: usize| {
                     node.data().remaining.store(lacking, Ordering::Relaxed);
-                    // SAFETY: the node is not queued yet: nobody else reads the cell.
-                    node.data().waker.with_mut(|cell| unsafe {
-                        if (*cell).is_none() {
-                            *cell = Some(waker.clone());
-                        }
-                    });
+                    // SAFETY: the node is not queued yet: nobody else sees it.
+                    unsafe { node.data().waker.register(waker) };
                 };
                 let decide = |state: Option<usize>| match state {
                     Some(state) if state & CLOSED != 0 => Decision::Abort,
@@ -772,26 +813,11 @@ impl core::future::Future for Acquire<'_> {
                 }
             }
             Phase::Waiting => {
-                if node.status() == NodeStatus::Dequeued {
+                // SAFETY: the node was enqueued on this queue only; the slot is its own.
+                if unsafe { poll_queued(queue, node, &node.data().waker, cx.waker()) } {
                     this.phase = Phase::Done;
                     return complete(node);
                 }
-                let locked = queue.lock();
-                if node.status() != NodeStatus::Queued {
-                    drop(locked);
-                    this.phase = Phase::Done;
-                    return complete(node);
-                }
-                let waker = cx.waker();
-                // SAFETY: the node is queued and we hold the lock.
-                let old = node.data().waker.with_mut(|cell| unsafe {
-                    match &*cell {
-                        Some(current) if current.will_wake(waker) => None,
-                        _ => (*cell).replace(waker.clone()),
-                    }
-                });
-                drop(locked);
-                drop(old);
                 Poll::Pending
             }
             Phase::Done => panic!("`async fn` resumed after completion"),
@@ -922,8 +948,9 @@ impl<'a> SemaphorePermit<'a> {
 }
 
 impl Drop for SemaphorePermit<'_> {
+    #[inline]
     fn drop(&mut self) {
-        self.sem.add_permits(self.permits as usize);
+        self.sem.release(self.permits as usize);
     }
 }
 
@@ -1030,7 +1057,8 @@ impl OwnedSemaphorePermit {
 
 #[cfg(feature = "alloc")]
 impl Drop for OwnedSemaphorePermit {
+    #[inline]
     fn drop(&mut self) {
-        self.sem.add_permits(self.permits as usize);
+        self.sem.release(self.permits as usize);
     }
 }

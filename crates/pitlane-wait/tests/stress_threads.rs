@@ -1,16 +1,19 @@
 //! Stress on threads that ThreadSanitizer sees (started by `pitlane_testkit::stress`): the
 //! blocking acquires of the semaphore with partial permits and releases, and Notify hand-offs
-//! between threads that block on their futures. Checks that the permits held never exceed
+//! between threads that block on their futures, and a lock holder that parks on lagging
+//! links. Checks that the permits held never exceed
 //! the semaphore's, that all come back, and that every notification is received exactly once.
 #![cfg(not(pitlane_loom))]
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
-use std::thread::Thread;
+use std::task::{Context, Poll, Waker};
 
 use pitlane_testkit::stress::run_threads;
+use pitlane_testkit::wakers::block_on;
+use pitlane_wait::lock::{DefaultLock, Park, Parker};
+use pitlane_wait::queue::{Decision, Node, NodeStatus, WaitQueue};
 use pitlane_wait::{Notify, Semaphore};
 
 fn rounds() -> usize {
@@ -19,40 +22,6 @@ fn rounds() -> usize {
     } else {
         20_000
     }
-}
-
-/// Polls `future` to completion on this thread, parking between polls (`Notify` has no
-/// blocking form; the semaphore's `blocking_acquire` does the same inside the crate).
-fn block_on<F: Future>(future: F) -> F::Output {
-    let waker = waker();
-    let mut cx = Context::from_waker(&waker);
-    let mut future = pin!(future);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::park();
-    }
-}
-
-/// A waker that unparks this thread and points at a per-thread record that is never freed,
-/// so no reference count (whose last drop ThreadSanitizer cannot follow) is involved.
-fn waker() -> Waker {
-    static VTABLE: RawWakerVTable = RawWakerVTable::new(
-        |data| RawWaker::new(data, &VTABLE),
-        // SAFETY: `data` is a leaked `Thread`.
-        |data| unsafe { &*data.cast::<Thread>() }.unpark(),
-        // SAFETY: as above.
-        |data| unsafe { &*data.cast::<Thread>() }.unpark(),
-        |_| {},
-    );
-    thread_local! {
-        static ME: &'static Thread = Box::leak(Box::new(std::thread::current()));
-    }
-    let me: *const Thread = ME.with(|me| *me);
-    // SAFETY: the vtable upholds the RawWaker contract: the data is valid for ever, clones
-    // share it, drops do nothing, waking unparks a thread.
-    unsafe { Waker::from_raw(RawWaker::new(me.cast(), &VTABLE)) }
 }
 
 #[test]
@@ -135,4 +104,89 @@ fn notify_one_hand_offs_are_received_exactly_once() {
     assert_eq!(received.load(Ordering::SeqCst), total);
     let mut after = pin!(notify.notified());
     assert!(!after.as_mut().enable(), "a notification was duplicated");
+}
+
+/// `Park`, but parking at the first missing link (no spinning), so that the lock holder
+/// sleeps as often as the race allows (rarely on two cores: the window is the few
+/// instructions between an enqueuer's two steps) and a lost unpark would hang.
+struct EagerPark;
+
+impl Parker for EagerPark {
+    const SPINS: u32 = 0;
+
+    fn park(key: usize, still_waiting: impl FnOnce() -> bool) {
+        Park::park(key, still_waiting);
+    }
+
+    fn unpark(key: usize) {
+        Park::unpark(key);
+    }
+}
+
+#[test]
+fn nodes_enqueued_on_threads_are_each_dequeued_once_by_a_lock_holder_that_parks() {
+    let queue: WaitQueue<usize, DefaultLock, EagerPark> =
+        WaitQueue::with_lock(0, <DefaultLock as lock_api::RawMutex>::INIT);
+    const ENQUEUERS: usize = 8;
+    let per = rounds();
+    let served: Vec<AtomicUsize> = (0..ENQUEUERS).map(|_| AtomicUsize::new(0)).collect();
+    run_threads(ENQUEUERS + 1, |t| {
+        if t == ENQUEUERS {
+            // The lock holder: dequeues every node, waiting out enqueuers that have swapped
+            // the tail but not linked yet.
+            let mut dequeued = 0;
+            while dequeued < ENQUEUERS * per {
+                let mut locked = queue.lock();
+                if locked
+                    .dequeue(0, |&owner| {
+                        served[owner].fetch_add(1, Ordering::Relaxed);
+                        None
+                    })
+                    .is_some()
+                {
+                    dequeued += 1;
+                } else {
+                    drop(locked);
+                    std::thread::yield_now();
+                }
+            }
+        } else {
+            for _ in 0..per {
+                let node = pin!(Node::new(t));
+                // SAFETY: the node is only enqueued here, and not dropped before the lock
+                // holder has marked it dequeued.
+                unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+                while node.status() != NodeStatus::Dequeued {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    });
+    for count in &served {
+        assert_eq!(count.load(Ordering::Relaxed), per);
+    }
+    assert!(queue.is_empty());
+}
+
+#[test]
+fn park_sleeps_until_unparked() {
+    let key = 0x5eed_0000_usize;
+    let linked = std::sync::atomic::AtomicBool::new(false);
+    let returns = AtomicUsize::new(0);
+    run_threads(2, |t| {
+        if t == 0 {
+            // The protocol of the queue: park while the condition holds, checked where an
+            // unpark cannot slip in between; re-check after every return.
+            while !linked.load(Ordering::Acquire) {
+                Park::park(key, || !linked.load(Ordering::Relaxed));
+                returns.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            linked.store(true, Ordering::Release);
+            Park::unpark(key);
+        }
+    });
+    // It slept: it did not come back over and over while the other thread slept.
+    assert!(returns.load(Ordering::Relaxed) <= 2);
 }

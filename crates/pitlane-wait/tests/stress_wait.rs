@@ -94,8 +94,13 @@ fn on_tokio_runtime_close_releases_every_waiting_task() {
                 let semaphore = semaphore.clone();
                 let failed = failed.clone();
                 tokio::spawn(async move {
-                    if semaphore.acquire_many(1 + (i % 2) as u32).await.is_err() {
-                        failed.fetch_add(1, Ordering::Relaxed);
+                    // Permits are kept (forgotten), so at most 100 tasks are served and the
+                    // rest are still waiting, or not yet polled, when the semaphore closes.
+                    match semaphore.acquire_many(1 + (i % 2) as u32).await {
+                        Ok(permit) => permit.forget(),
+                        Err(_) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 })
             })
@@ -114,7 +119,7 @@ fn on_tokio_runtime_close_releases_every_waiting_task() {
         tokio::time::timeout(DEADLINE, all)
             .await
             .expect("a task was left waiting after close");
-        assert!(failed.load(Ordering::Relaxed) > 0);
+        assert!(failed.load(Ordering::Relaxed) >= tasks() - 100);
         assert!(semaphore.is_closed());
     });
 }
