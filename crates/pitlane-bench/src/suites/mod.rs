@@ -10,6 +10,7 @@ use crate::runner::{Bench, BenchError};
 pub mod bag;
 pub mod lincheck;
 pub mod locks;
+mod pairs;
 pub mod slab;
 pub mod spsc;
 pub mod wait;
