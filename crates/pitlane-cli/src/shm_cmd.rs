@@ -140,8 +140,9 @@ pub fn run(args: ShmArgs) -> Result<ExitCode, UsageError> {
                 .recover()
                 .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
             println!(
-                "reclaimed {} objects of dead owners; {} handles attached (this one included)",
-                r.reclaimed, r.live_slots
+                "reclaimed {} objects of dead owners ({} of them in flight when their process \
+                 died); {} handles attached (this one included)",
+                r.reclaimed, r.in_flight, r.live_slots
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -97,7 +97,7 @@ impl fmt::Display for Config {
 /// ```
 /// use pitlane_slab::{ObjectId, SlabError};
 /// let e = SlabError::DoubleFree(ObjectId::from_index(4));
-/// assert_eq!(e.to_string(), "object #4 is not allocated (double free?)");
+/// assert_eq!(e.to_string(), "object #4.0 is not allocated (double free, or a stale id?)");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -109,8 +109,12 @@ pub enum SlabError {
         /// The slab's capacity.
         capacity: u32,
     },
-    /// Freeing an object that is not allocated: freed twice, or never allocated.
+    /// Freeing an object that is not allocated at the id's generation: freed already (perhaps
+    /// handed out again since: the id is stale), or never allocated.
     DoubleFree(ObjectId),
+    /// Reading, writing or pointing into an object that is not allocated at the id's
+    /// generation: freed (a stale id), or never allocated.
+    NotAllocated(ObjectId),
     /// A byte span that leaves the object.
     OutOfBounds {
         /// Start of the span.
@@ -139,7 +143,13 @@ impl fmt::Display for SlabError {
             SlabError::OutOfRange { index, capacity } => {
                 write!(f, "object index {index} out of range (capacity {capacity})")
             }
-            SlabError::DoubleFree(id) => write!(f, "object {id} is not allocated (double free?)"),
+            SlabError::DoubleFree(id) => write!(
+                f,
+                "object {id} is not allocated (double free, or a stale id?)"
+            ),
+            SlabError::NotAllocated(id) => {
+                write!(f, "object {id} is not allocated (freed, or a stale id)")
+            }
             SlabError::OutOfBounds {
                 offset,
                 len,

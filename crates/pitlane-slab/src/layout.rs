@@ -9,8 +9,9 @@
 //! 256    shard heads, 128 bytes apart (tagged index words; 128, not 64, because x86's
 //!        adjacent-line prefetcher moves cache lines in pairs)
 //! ...    attachment epochs, one u64 per attachment slot
+//! ...    lanes (intent records), LANES per attachment slot, 64 bytes each
 //! ...    next links, one u32 per object
-//! ...    owner words, one u64 per object (0: not allocated)
+//! ...    state words, one u64 per object: generation << 32 | owner tag (tag 0: not allocated)
 //! ...    objects, each `stride` bytes, aligned to max(alignment, 64)
 //! ```
 
@@ -20,7 +21,7 @@ use crate::freelist::SLAB_INDEX_BITS;
 /// "PLSLAB" and a format byte: the first word of every slab file.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"PLSLAB\0\x01");
 /// The file format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of the header proper (the checksum covers `0..CHECKSUM_AT`).
 pub(crate) const CHECKSUM_AT: usize = 64;
 pub(crate) const HEADER_BYTES: usize = 72;
@@ -31,6 +32,11 @@ pub(crate) const LINE: usize = 64;
 pub(crate) const HEAD_STRIDE: usize = 128;
 /// How many processes (handles) may be attached to one file-backed slab at once.
 pub const MAX_ATTACHED: usize = 128;
+/// Intent records (lanes) per attachment slot: how many threads of one process may be inside
+/// an alloc or free of a file-backed slab at once (more wait for a lane).
+pub(crate) const LANES: usize = 16;
+/// Bytes between two lanes (each has a cache line, so threads do not share one).
+pub(crate) const LANE_STRIDE: usize = 64;
 /// The largest capacity: indices must stay below the nil index of the tagged heads.
 pub const MAX_CAPACITY: u32 = (1 << SLAB_INDEX_BITS) - 2;
 /// The largest object size accepted (1 GiB).
@@ -46,6 +52,7 @@ pub(crate) const PAGE: usize = 4096;
 pub(crate) struct Geometry {
     pub(crate) config: Config,
     pub(crate) epochs_at: usize,
+    pub(crate) lanes_at: usize,
     pub(crate) next_at: usize,
     pub(crate) owners_at: usize,
     pub(crate) objects_at: usize,
@@ -94,7 +101,8 @@ impl Geometry {
         }
         let cap = config.capacity as usize;
         let epochs_at = HEADS_AT + HEAD_STRIDE * config.shards as usize;
-        let next_at = epochs_at + 8 * MAX_ATTACHED;
+        let lanes_at = align_up(epochs_at + 8 * MAX_ATTACHED, LINE).ok_or("too large")?;
+        let next_at = lanes_at + LANE_STRIDE * LANES * MAX_ATTACHED;
         let owners_at = align_up(next_at + 4 * cap, 8).ok_or("too large")?;
         let objects_at =
             align_up(owners_at + 8 * cap, config.align.max(LINE)).ok_or("too large")?;
@@ -108,6 +116,7 @@ impl Geometry {
         Ok(Self {
             config,
             epochs_at,
+            lanes_at,
             next_at,
             owners_at,
             objects_at,

@@ -13,8 +13,8 @@
 //! # Layout and protocol
 //!
 //! A region (heap memory, an anonymous shared mapping or a file) holds a header, a bump word,
-//! one tagged head per shard, attachment epochs, a `u32` link per object, a `u64` owner word
-//! per object, and the objects. The links live apart from the objects, so what a user writes
+//! one tagged head per shard, attachment epochs, intent records ("lanes"), a `u32` link per
+//! object, a `u64` state word per object (generation and owner), and the objects. The links live apart from the objects, so what a user writes
 //! into an object never races with the freelist.
 //!
 //! - **alloc**: while the bump word is below the capacity, take the next never-used object by
@@ -24,9 +24,15 @@
 //!   their own shards — share no cache line of objects, links or owner words. Then pop the thread's
 //!   home shard (shards are dealt to threads round-robin, offset by a file handle's
 //!   attachment slot so that processes start apart), then steal from the others
-//!   (see [`freelist`]). Finally record the owner tag in the object's owner word (0 → tag).
-//! - **free**: clear the owner word (tag → 0; finding 0 is a double free, reported), then push
-//!   the index onto the home shard with release ordering.
+//!   (see [`freelist`]). Finally record the owner tag in the object's state word. The
+//!   [`ObjectId`] handed out carries the object's generation.
+//! - **free**: exchange the state word from (the id's generation, an owner) to (the next
+//!   generation, free) — finding it free or at another generation is a double free or a stale
+//!   id, reported — then push the index onto the home shard with release ordering.
+//!
+//! A file-backed slab also announces each step in an intent record of the calling thread
+//! before taking it, so that recovery can finish what a killed process left half done (see
+//! the `protocol` module's source docs and [`ShmSlab::recover`]).
 //!
 //! **Linearization points.** A successful alloc takes effect at its bump exchange or at the
 //! head exchange of its pop; a free at the exchange that clears the owner word (the push that
@@ -51,15 +57,21 @@
 //!   file's length) and the geometry is recomputed from it, never read from the file.
 //!
 //! What a hostile peer can still do: make operations fail, leak objects, hand the same object
-//! to two users (a logic error for them, not undefined behaviour here), or truncate the file,
-//! which makes the next access to the lost pages raise `SIGBUS` — mapped files share that
-//! hazard; file permissions (0600 by default) decide who is a peer.
+//! to two users (a logic error for them, not undefined behaviour here) — for instance by
+//! forging a valid-looking intent record that makes recovery list an object twice — or
+//! truncate the file (see [`ShmSlab`] on `SIGBUS`). File permissions (0600 by default) decide
+//! who is a peer.
 //!
 //! # Crash recovery
 //!
 //! See [`ShmSlab`]: owners are attachment slots with epochs, liveness is an advisory
 //! open-file-description lock held while attached, and [`ShmSlab::recover`] reclaims the
-//! objects of dead owners. [`Slab::check`] verifies a quiescent slab.
+//! objects of dead owners and the objects a killed process was taking or giving back (named
+//! by its intent records), on a busy slab. [`Slab::check`] verifies a quiescent slab.
+//!
+//! What recovery cannot undo: a recoverer killed between detaching a shard's chain and
+//! putting it back (microseconds) leaks that chain; [`Slab::check`] reports the objects as
+//! lost and [`Slab::reclaim_lost`] returns them on a quiescent slab.
 //!
 //! ```
 //! use pitlane_slab::{Config, Slab};
@@ -83,6 +95,10 @@
 #![warn(missing_docs)]
 
 pub mod freelist;
+#[cfg(pitlane_loom)]
+pub mod protocol;
+#[cfg(not(pitlane_loom))]
+mod protocol;
 
 #[cfg(not(pitlane_loom))]
 mod config;

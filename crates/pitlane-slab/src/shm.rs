@@ -9,11 +9,22 @@
 //! word in the region. Its owner tag is `epoch << 8 | (slot + 1)`. The kernel drops the lock
 //! when the process exits or is killed, whatever way it dies.
 //!
-//! An owner tag `(e, s)` is dead when slot `s`'s epoch is no longer `e` (a later handle took
-//! the slot, which it can only do after the lock was released), or when the epoch is `e` but
-//! nobody holds the slot's lock (`F_OFD_GETLK`). A handle that took the lock but has not yet
-//! advanced the epoch makes a dead `(e, s)` look alive: recovery then leaves its objects for a
-//! later `recover()`, never the reverse.
+//! An owner tag `(e, s)` (31 bits: a 23-bit epoch and the slot plus one) is dead when slot
+//! `s`'s epoch is no longer `e` (a later handle took the slot, which it can only do after the
+//! lock was released), or when the epoch is `e` but nobody holds the slot's lock
+//! (`F_OFD_GETLK`). A handle that took the lock but has not yet advanced the epoch makes a
+//! dead `(e, s)` look alive: recovery then leaves its objects for a later `recover()`, never
+//! the reverse. The epoch wraps after 2^23 attachments of one slot; a tag of a holder that many
+//! attachments back looks alive while the slot's current holder is (its objects wait).
+//!
+//! # Objects in flight
+//!
+//! Each slot has `LANES` intent records, one per thread inside an alloc or free; the
+//! protocol and how recovery decides which announced objects were lost are in the
+//! `protocol` module's docs. [`ShmSlab::recover`] resolves the records of dead slots;
+//! a handle attaching to a slot first resolves what the slot's previous holder left there.
+//! Recoveries run one at a time: an open-file-description lock on byte `LOCK_BASE +
+//! MAX_ATTACHED` (waited for), plus a mutex for the threads sharing one handle.
 
 use std::fs::File;
 use std::io;
@@ -22,9 +33,13 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
-use crate::layout::{Geometry, HEADER_BYTES, HeaderFault, MAGIC, MAX_ATTACHED, parse_header};
+use crate::layout::{
+    Geometry, HEADER_BYTES, HeaderFault, LANES, MAGIC, MAX_ATTACHED, parse_header,
+};
+use crate::protocol::{self, DeadLane};
 use crate::region::Region;
 use crate::{Config, OpenError, Slab, SlabError};
 
@@ -62,6 +77,9 @@ pub struct ShmSlab {
     file: File,
     slot: usize,
     path: PathBuf,
+    /// Serialises the recoveries of the threads sharing this handle (the file lock does not:
+    /// they share its open file description).
+    recovering: Mutex<()>,
 }
 
 impl std::borrow::Borrow<Slab> for ShmSlab {
@@ -92,8 +110,11 @@ impl Deref for ShmSlab {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RecoverReport {
-    /// Objects of dead owners put back on the freelist.
+    /// Objects put back on the freelist: those of dead owners, and those a dead process was
+    /// taking or giving back when it died.
     pub reclaimed: u32,
+    /// Of those, the objects a dead process had in flight (named by its intent records).
+    pub in_flight: u32,
     /// Attachment slots held by a live handle (this one included) when recovery ran.
     pub live_slots: u32,
 }
@@ -102,6 +123,12 @@ fn cstring(path: &Path) -> Result<std::ffi::CString, OpenError> {
     std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| OpenError::Io(io::Error::new(io::ErrorKind::InvalidInput, "NUL in path")))
 }
+
+/// The byte whose lock admits one recovery at a time.
+const RECOVERY_LOCK: usize = MAX_ATTACHED;
+
+/// The epoch bits of an owner tag.
+const EPOCH_MASK: u64 = (1 << 23) - 1;
 
 fn lock_record(slot: usize, kind: libc::c_short) -> libc::flock {
     // SAFETY: `flock` is plain data; all-zero is a valid value (l_pid must be 0 for OFD locks).
@@ -291,14 +318,22 @@ impl ShmSlab {
                     .epoch_word(slot)
                     .fetch_add(1, Ordering::AcqRel)
                     .wrapping_add(1)
-                    & ((1 << 56) - 1);
-                slab.set_owner(epoch << 8 | (slot as u64 + 1), slot);
-                return Ok(Self {
+                    & EPOCH_MASK;
+                slab.set_owner((epoch << 8 | (slot as u64 + 1)) as u32, slot);
+                let handle = Self {
                     slab,
                     file,
                     slot,
                     path: path.to_path_buf(),
-                });
+                    recovering: Mutex::new(()),
+                };
+                // What the slot's previous holder left in flight. Damaged records or chains
+                // are left alone (they leak, which `check` reports); a failed lock is an error.
+                match handle.resolve_own_lanes() {
+                    Ok(()) | Err(SlabError::Corrupt(_)) => {}
+                    Err(e) => return Err(OpenError::Io(io::Error::other(e.to_string()))),
+                }
+                return Ok(handle);
             }
             let err = io::Error::last_os_error();
             match err.raw_os_error() {
@@ -397,7 +432,7 @@ impl ShmSlab {
             s => s - 1,
         };
         let epoch = tag >> 8;
-        let now = self.slab.epoch_word(slot).load(Ordering::Acquire);
+        let now = self.slab.epoch_word(slot).load(Ordering::Acquire) & EPOCH_MASK;
         if now != epoch {
             return Ok(false);
         }
@@ -414,17 +449,17 @@ impl ShmSlab {
     }
 
     /// Returns to the freelist every object whose owner is dead (its process exited or was
-    /// killed, or its handle was dropped). Safe to run at any time, from any number of
-    /// processes at once: an object is put back by whoever clears its owner word.
+    /// killed, or its handle was dropped), and every object a dead process was taking off or
+    /// putting back on a freelist when it died (named by its intent records; see the crate
+    /// docs). Safe to run at any time, while other processes allocate and free; recoveries
+    /// run one at a time (a second waits for the first).
     ///
-    /// A process killed in the instant between taking an object off a list and recording
-    /// itself as owner (or between clearing its ownership and listing the object) leaves that
-    /// object neither owned nor listed; `recover` cannot tell it from one in flight in a live
-    /// process. [`Slab::check`] reports such objects as lost and [`Slab::reclaim_lost`] puts
-    /// them back on a quiescent slab.
+    /// While it runs, each shard named by a dead process's intent is detached for a moment:
+    /// an alloc that finds every other shard empty then returns `None`.
     ///
     /// # Errors
-    /// [`SlabError::Io`] when a lock query fails.
+    /// [`SlabError::Io`] when a lock fails, [`SlabError::Corrupt`] when a detached chain is
+    /// damaged (out-of-range index or cycle: left off the lists).
     ///
     /// ```
     /// let path = std::env::temp_dir().join(format!("pitlane-doc-rec-{}", std::process::id()));
@@ -439,27 +474,93 @@ impl ShmSlab {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn recover(&self) -> Result<RecoverReport, SlabError> {
+        let _one = self.recovering.lock().unwrap_or_else(|e| e.into_inner());
+        let _file = RecoveryLock::take(&self.file)?;
+        let mut dead_slots = Vec::new();
+        for slot in 0..MAX_ATTACHED {
+            if slot != self.slot && !self.slot_held_by_other(slot)? {
+                dead_slots.push(slot);
+            }
+        }
+        let dead: Vec<DeadLane> = dead_slots
+            .iter()
+            .flat_map(|&slot| slot * LANES..(slot + 1) * LANES)
+            .map(|lane| DeadLane::read(&self.slab, lane))
+            .collect();
+        let Some(mine) = self.recovery_lanes() else {
+            return Err(SlabError::Corrupt("no idle intent record for recovery"));
+        };
+        let resolved = protocol::resolve(&self.slab, mine, &dead);
         let mut cache = [None; MAX_ATTACHED];
         let mut failure = None;
-        let reclaimed = self.slab.reclaim_owned_by(|tag| {
-            if failure.is_some() {
-                return false;
-            }
-            match self.alive(tag, &mut cache) {
-                Ok(alive) => !alive,
-                Err(e) => {
-                    failure = Some(e);
-                    false
+        let owned = match resolved {
+            Ok(_) => protocol::reclaim_owned(&self.slab, mine[1], self.slab.home_shard(), |tag| {
+                if failure.is_some() {
+                    return false;
                 }
-            }
-        });
+                match self.alive(u64::from(tag), &mut cache) {
+                    Ok(alive) => !alive,
+                    Err(e) => {
+                        failure = Some(e);
+                        false
+                    }
+                }
+            }),
+            Err(_) => 0,
+        };
+        for lane in mine {
+            protocol::release_lane(&self.slab, lane);
+        }
+        let resolved = resolved.map_err(|e| SlabError::Corrupt(e.0))?;
         if let Some(e) = failure {
             return Err(e);
         }
         Ok(RecoverReport {
-            reclaimed,
+            reclaimed: resolved.reclaimed + owned,
+            in_flight: resolved.reclaimed,
             live_slots: self.attached()?.len() as u32,
         })
+    }
+
+    /// Two lanes of this handle for a recovery.
+    fn recovery_lanes(&self) -> Option<[usize; 2]> {
+        let first = self.slab.lane()?;
+        match self.slab.lane() {
+            Some(second) => Some([first, second]),
+            None => {
+                protocol::release_lane(&self.slab, first);
+                None
+            }
+        }
+    }
+
+    /// Resolves what the previous holder of this handle's slot left in its lanes.
+    fn resolve_own_lanes(&self) -> Result<(), SlabError> {
+        let lanes = self.slot * LANES..(self.slot + 1) * LANES;
+        if lanes
+            .clone()
+            .all(|lane| DeadLane::read(&self.slab, lane).words[0] == protocol::IDLE)
+        {
+            return Ok(());
+        }
+        let _file = RecoveryLock::take(&self.file)?;
+        let dead: Vec<DeadLane> = lanes
+            .map(|lane| {
+                let mut d = DeadLane::read(&self.slab, lane);
+                // Resolved here; the lane is reset now, so that this handle can use it.
+                d.lane = None;
+                protocol::release_lane(&self.slab, lane);
+                d
+            })
+            .collect();
+        let Some(mine) = self.recovery_lanes() else {
+            return Err(SlabError::Corrupt("no idle intent record for recovery"));
+        };
+        let resolved = protocol::resolve(&self.slab, mine, &dead);
+        for lane in mine {
+            protocol::release_lane(&self.slab, lane);
+        }
+        resolved.map(|_| ()).map_err(|e| SlabError::Corrupt(e.0))
     }
 
     /// The geometry, for the CLI's `info`.
@@ -481,6 +582,33 @@ impl ShmSlab {
     pub fn layout(&self) -> (usize, usize) {
         let g = self.geometry();
         (g.objects_at, g.stride * g.config.capacity as usize)
+    }
+}
+
+/// The recovery lock, held until drop.
+struct RecoveryLock<'a>(&'a File);
+
+impl<'a> RecoveryLock<'a> {
+    fn take(file: &'a File) -> Result<Self, SlabError> {
+        let fl = lock_record(RECOVERY_LOCK, libc::F_WRLCK as libc::c_short);
+        loop {
+            // SAFETY: a valid descriptor and a valid lock record.
+            if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLKW, &fl) } == 0 {
+                return Ok(Self(file));
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(SlabError::Io(err.kind()));
+            }
+        }
+    }
+}
+
+impl Drop for RecoveryLock<'_> {
+    fn drop(&mut self) {
+        let fl = lock_record(RECOVERY_LOCK, libc::F_UNLCK as libc::c_short);
+        // SAFETY: a valid descriptor and a valid lock record; unlocking cannot conflict.
+        unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
     }
 }
 

@@ -8,35 +8,54 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use pitlane_sync::Tagged;
 
 use crate::freelist::{self, Links, SLAB_INDEX_BITS};
-use crate::layout::{BUMP_AT, Geometry, HEAD_STRIDE, HEADS_AT};
+use crate::layout::{BUMP_AT, Geometry, HEAD_STRIDE, HEADS_AT, LANE_STRIDE, LANES, MAX_ATTACHED};
+use crate::protocol::{self, gen_of};
 use crate::region::{Region, RegionKind};
 use crate::{Config, OpenError, SlabError};
 
 /// The owner tag of objects allocated through a heap or anonymous slab: that region has no
 /// attachment slots, so every handle shares one tag (slot field 0).
-pub(crate) const LOCAL_OWNER: u64 = 1 << 8;
+pub(crate) const LOCAL_OWNER: u32 = 1 << 8;
 
-/// An object of a slab, named by its index: the same value means the same object in every
-/// process that maps the slab, wherever the mapping lies.
+/// An object of a slab, named by its index and its generation: the same value means the same
+/// object in every process that maps the slab, wherever the mapping lies.
+///
+/// The generation advances each time the object is freed, so an id kept after its free is
+/// *stale*: freeing it again, or reading or writing through it, is reported as an error even
+/// after the object was handed out anew (until the 31-bit generation wraps, after 2^31 - 1
+/// frees of that object).
 ///
 /// ```
 /// use pitlane_slab::ObjectId;
-/// let id = ObjectId::from_index(3);
-/// assert_eq!(id.index(), 3);
-/// assert_eq!(id.to_string(), "#3");
+/// let id = ObjectId::new(3, 1);
+/// assert_eq!((id.index(), id.generation()), (3, 1));
+/// assert_eq!(id.to_string(), "#3.1");
+/// assert_eq!(ObjectId::from_bits(id.to_bits()), id);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectId(u32);
+pub struct ObjectId {
+    index: u32,
+    generation: u32,
+}
 
 impl ObjectId {
-    /// The object with this index (for ids passed between processes as numbers). Every
-    /// operation checks the index against the slab's capacity.
+    /// The object with this index and generation (for ids passed between processes as
+    /// numbers). Every operation checks both against the slab.
+    ///
+    /// ```
+    /// assert_eq!(pitlane_slab::ObjectId::new(7, 2).generation(), 2);
+    /// ```
+    pub const fn new(index: u32, generation: u32) -> Self {
+        Self { index, generation }
+    }
+
+    /// The object with this index at generation 0: a never-freed object.
     ///
     /// ```
     /// assert_eq!(pitlane_slab::ObjectId::from_index(7).index(), 7);
     /// ```
     pub const fn from_index(index: u32) -> Self {
-        Self(index)
+        Self::new(index, 0)
     }
 
     /// The object's index, below the slab's capacity.
@@ -45,13 +64,41 @@ impl ObjectId {
     /// assert_eq!(pitlane_slab::ObjectId::from_index(0).index(), 0);
     /// ```
     pub const fn index(self) -> u32 {
-        self.0
+        self.index
+    }
+
+    /// The object's generation when this id was handed out.
+    ///
+    /// ```
+    /// assert_eq!(pitlane_slab::ObjectId::from_index(0).generation(), 0);
+    /// ```
+    pub const fn generation(self) -> u32 {
+        self.generation
+    }
+
+    /// The id as one number (generation in the high half), to pass between processes.
+    ///
+    /// ```
+    /// assert_eq!(pitlane_slab::ObjectId::new(5, 1).to_bits(), 1 << 32 | 5);
+    /// ```
+    pub const fn to_bits(self) -> u64 {
+        (self.generation as u64) << 32 | self.index as u64
+    }
+
+    /// The id [`ObjectId::to_bits`] made.
+    ///
+    /// ```
+    /// let id = pitlane_slab::ObjectId::new(5, 9);
+    /// assert_eq!(pitlane_slab::ObjectId::from_bits(id.to_bits()), id);
+    /// ```
+    pub const fn from_bits(bits: u64) -> Self {
+        Self::new(bits as u32, (bits >> 32) as u32)
     }
 }
 
 impl fmt::Display for ObjectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}", self.0)
+        write!(f, "#{}.{}", self.index, self.generation)
     }
 }
 
@@ -86,8 +133,10 @@ fn thread_home() -> usize {
 pub struct Slab {
     region: Region,
     geo: Geometry,
-    /// The tag this handle writes into the owner word of what it allocates (never 0).
-    owner: u64,
+    /// The tag this handle writes into the state word of what it allocates (never 0).
+    owner: u32,
+    /// The attachment slot whose lanes (intent records) this handle uses: file handles only.
+    slot: Option<usize>,
     /// Added to the thread's number to pick its home shard: the attachment slot of a file
     /// handle, so that the first threads of different processes (which all have thread
     /// number 0 in a forked child) start on different shards.
@@ -120,6 +169,33 @@ impl Links<SLAB_INDEX_BITS> for Slab {
     #[inline]
     fn next(&self, index: u32) -> &AtomicU32 {
         self.word32(self.geo.next_at + 4 * index as usize)
+    }
+}
+
+impl protocol::Words for Slab {
+    #[inline]
+    fn state(&self, index: u32) -> &AtomicU64 {
+        self.state_word(index)
+    }
+    #[inline]
+    fn bump_word(&self) -> &AtomicU64 {
+        self.bump()
+    }
+    #[inline]
+    fn bumped(&self, n: u64) -> u32 {
+        self.geo.bumped_index(n)
+    }
+    #[inline]
+    fn lane_word(&self, lane: usize, k: usize) -> &AtomicU64 {
+        self.word64(self.geo.lanes_at + LANE_STRIDE * lane + 8 * k)
+    }
+    #[inline]
+    fn lanes_per_slot(&self) -> usize {
+        LANES
+    }
+    #[inline]
+    fn lanes(&self) -> usize {
+        LANES * MAX_ATTACHED
     }
 }
 
@@ -161,7 +237,7 @@ impl Slab {
     }
 
     /// Writes empty heads and then the header into a zeroed region.
-    pub(crate) fn format(region: Region, geo: Geometry, owner: u64) -> Self {
+    pub(crate) fn format(region: Region, geo: Geometry, owner: u32) -> Self {
         let slab = Self::attach(region, geo, owner);
         let nil = Tagged::<SLAB_INDEX_BITS>::new(Tagged::<SLAB_INDEX_BITS>::NIL, 0).to_bits();
         for s in 0..slab.shards() {
@@ -176,19 +252,41 @@ impl Slab {
     }
 
     /// A handle on a region whose header was validated as `geo`.
-    pub(crate) fn attach(region: Region, geo: Geometry, owner: u64) -> Self {
+    pub(crate) fn attach(region: Region, geo: Geometry, owner: u32) -> Self {
         debug_assert!(region.len() >= geo.len);
         Self {
             region,
             geo,
             owner,
+            slot: None,
             home_base: 0,
         }
     }
 
-    pub(crate) fn set_owner(&mut self, owner: u64, slot: usize) {
+    pub(crate) fn set_owner(&mut self, owner: u32, slot: usize) {
         self.owner = owner;
+        self.slot = Some(slot);
         self.home_base = slot;
+    }
+
+    /// This thread's home shard on this handle.
+    #[inline]
+    pub(crate) fn home_shard(&self) -> usize {
+        self.home()
+    }
+
+    /// Claims one of this handle's lanes, if it has any.
+    #[inline]
+    pub(crate) fn lane(&self) -> Option<usize> {
+        self.slot
+            .and_then(|slot| protocol::acquire_lane(self, slot, thread_home()))
+    }
+
+    #[inline]
+    fn release(&self, lane: Option<usize>) {
+        if let Some(lane) = lane {
+            protocol::release_lane(self, lane);
+        }
     }
 
     /// This thread's home shard on this handle.
@@ -225,7 +323,7 @@ impl Slab {
     }
 
     #[inline]
-    pub(crate) fn owner_word(&self, index: u32) -> &AtomicU64 {
+    pub(crate) fn state_word(&self, index: u32) -> &AtomicU64 {
         self.word64(self.geo.owners_at + 8 * index as usize)
     }
 
@@ -275,7 +373,7 @@ impl Slab {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn owner_tag(&self) -> u64 {
-        self.owner
+        u64::from(self.owner)
     }
 
     /// Takes a free object; `None` when none is free.
@@ -291,7 +389,8 @@ impl Slab {
     /// let a = slab.alloc().unwrap();
     /// assert_eq!(slab.alloc(), None);
     /// slab.free(a)?;
-    /// assert_eq!(slab.alloc(), Some(a));
+    /// let b = slab.alloc().unwrap();
+    /// assert_eq!((b.index(), b.generation()), (a.index(), 1)); // the same object, reused
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
@@ -312,34 +411,15 @@ impl Slab {
     /// ```
     #[inline]
     pub fn try_alloc(&self) -> Result<Option<ObjectId>, SlabError> {
-        let capacity = u64::from(self.capacity());
-        let bump = self.bump();
-        let mut bumped = bump.load(Ordering::Relaxed);
-        while bumped < capacity {
-            match bump.compare_exchange_weak(
-                bumped,
-                bumped + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return self.claim(self.geo.bumped_index(bumped)).map(Some),
-                Err(seen) => bumped = seen,
-            }
-        }
-        match freelist::pop_any(self, self.home()) {
-            Ok(Some(index)) => self.claim(index).map(Some),
-            Ok(None) => Ok(None),
-            Err(e) => Err(SlabError::Corrupt(e.0)),
-        }
-    }
-
-    /// Records this handle as the owner of `index`, which the caller just took off a list.
-    #[inline]
-    fn claim(&self, index: u32) -> Result<ObjectId, SlabError> {
-        self.owner_word(index)
-            .compare_exchange(0, self.owner, Ordering::Relaxed, Ordering::Relaxed)
-            .map(|_| ObjectId(index))
-            .map_err(|_| SlabError::Corrupt("an object on the freelist is owned"))
+        let lane = self.lane();
+        let got = match protocol::take_bumped(self, lane, self.owner) {
+            Ok(Some(index)) => Ok(Some(ObjectId::new(index, 0))),
+            Ok(None) => protocol::take_any(self, lane, self.home(), self.owner)
+                .map(|got| got.map(|(index, generation)| ObjectId::new(index, generation))),
+            Err(e) => Err(e),
+        };
+        self.release(lane);
+        got.map_err(|e| SlabError::Corrupt(e.0))
     }
 
     /// Gives an allocated object back. Any handle may free any allocated object (a process
@@ -347,35 +427,28 @@ impl Slab {
     ///
     /// # Errors
     /// [`SlabError::OutOfRange`] for an index not below the capacity, [`SlabError::DoubleFree`]
-    /// when the object is not allocated (freed twice, or never allocated).
+    /// when the object is not allocated at the id's generation: freed already (even if it was
+    /// handed out again since), or never allocated.
     ///
     /// ```
     /// use pitlane_slab::{ObjectId, SlabError};
-    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 2))?;
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 1))?;
     /// let a = slab.alloc().unwrap();
     /// slab.free(a)?;
     /// assert_eq!(slab.free(a), Err(SlabError::DoubleFree(a)));
-    /// assert!(matches!(slab.free(ObjectId::from_index(2)), Err(SlabError::OutOfRange { .. })));
+    /// let b = slab.alloc().unwrap(); // the same object, one generation on
+    /// assert_eq!((b.index(), b.generation()), (a.index(), a.generation() + 1));
+    /// assert_eq!(slab.free(a), Err(SlabError::DoubleFree(a))); // stale: b is not freed
+    /// assert!(matches!(slab.free(ObjectId::from_index(1)), Err(SlabError::OutOfRange { .. })));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
     pub fn free(&self, id: ObjectId) -> Result<(), SlabError> {
         self.check_index(id)?;
-        let owner = self.owner_word(id.0);
-        let mut seen = owner.load(Ordering::Relaxed);
-        loop {
-            if seen == 0 {
-                return Err(SlabError::DoubleFree(id));
-            }
-            // The exchange from an owner to 0 is the free's point of no return: of two
-            // frees of one object, exactly one sees the owner.
-            match owner.compare_exchange_weak(seen, 0, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(now) => seen = now,
-            }
-        }
-        freelist::push(self, self.home(), id.0);
-        Ok(())
+        let lane = self.lane();
+        let done = protocol::give_back(self, lane, self.home(), id.index, id.generation, None);
+        self.release(lane);
+        done.map_err(|_| SlabError::DoubleFree(id))
     }
 
     /// Who owns `id` now: `None` when it is free, else the owner tag recorded by the
@@ -394,19 +467,53 @@ impl Slab {
     /// ```
     pub fn owner_of(&self, id: ObjectId) -> Result<Option<u64>, SlabError> {
         self.check_index(id)?;
-        let w = self.owner_word(id.0).load(Ordering::Acquire);
-        Ok((w != 0).then_some(w))
+        let w = self.state_word(id.index).load(Ordering::Acquire);
+        Ok(protocol::owner_of(w)
+            .filter(|_| gen_of(w) == id.generation)
+            .map(u64::from))
+    }
+
+    /// The id of the object at `index` as it is now, if it is allocated: for tools and for
+    /// recovering the ids of a process that did not keep them.
+    ///
+    /// # Errors
+    /// [`SlabError::OutOfRange`] for an index not below the capacity.
+    ///
+    /// ```
+    /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 2))?;
+    /// let a = slab.alloc().unwrap();
+    /// assert_eq!(slab.current_id(a.index())?, Some(a));
+    /// slab.free(a)?;
+    /// assert_eq!(slab.current_id(a.index())?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn current_id(&self, index: u32) -> Result<Option<ObjectId>, SlabError> {
+        self.check_index(ObjectId::from_index(index))?;
+        let w = self.state_word(index).load(Ordering::Acquire);
+        Ok(protocol::owner_of(w).map(|_| ObjectId::new(index, gen_of(w))))
     }
 
     #[inline]
     fn check_index(&self, id: ObjectId) -> Result<(), SlabError> {
-        if id.0 < self.capacity() {
+        if id.index < self.capacity() {
             Ok(())
         } else {
             Err(SlabError::OutOfRange {
-                index: id.0,
+                index: id.index,
                 capacity: self.capacity(),
             })
+        }
+    }
+
+    /// Checks that `id` names an allocated object at its generation.
+    #[inline]
+    fn check_live(&self, id: ObjectId) -> Result<(), SlabError> {
+        self.check_index(id)?;
+        let w = self.state_word(id.index).load(Ordering::Acquire);
+        if protocol::owner_of(w).is_some() && gen_of(w) == id.generation {
+            Ok(())
+        } else {
+            Err(SlabError::NotAllocated(id))
         }
     }
 
@@ -416,7 +523,9 @@ impl Slab {
     /// Rust reference to plain data.
     ///
     /// # Errors
-    /// [`SlabError::OutOfRange`] for an index not below the capacity.
+    /// [`SlabError::OutOfRange`] for an index not below the capacity,
+    /// [`SlabError::NotAllocated`] when `id` is not allocated at its generation (checked at the
+    /// call: the pointer does not stop a later free).
     ///
     /// ```
     /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 2).with_align(8))?;
@@ -430,11 +539,18 @@ impl Slab {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn object_ptr(&self, id: ObjectId) -> Result<NonNull<u8>, SlabError> {
-        self.check_index(id)?;
-        let at = self.geo.objects_at + self.geo.stride * id.0 as usize;
+        self.check_live(id)?;
+        Ok(self.object_base(id.index))
+    }
+
+    /// The address of object `index` (below the capacity), allocated or not.
+    #[inline]
+    pub(crate) fn object_base(&self, index: u32) -> NonNull<u8> {
+        debug_assert!(index < self.capacity());
+        let at = self.geo.objects_at + self.geo.stride * index as usize;
         // SAFETY: `at` is inside the region: the geometry reserves `stride * capacity` bytes
         // from `objects_at` and the index is below the capacity.
-        Ok(unsafe { self.region.base().add(at) })
+        unsafe { self.region.base().add(at) }
     }
 
     fn span(&self, id: ObjectId, offset: usize, len: usize) -> Result<NonNull<u8>, SlabError> {
@@ -458,7 +574,9 @@ impl Slab {
     /// unsynchronised read does, but it is never undefined behaviour here).
     ///
     /// # Errors
-    /// [`SlabError::OutOfRange`], or [`SlabError::OutOfBounds`] when the span leaves the object.
+    /// [`SlabError::OutOfRange`], [`SlabError::NotAllocated`] for an id that is not allocated
+    /// at its generation (a stale id), or [`SlabError::OutOfBounds`] when the span leaves the
+    /// object.
     ///
     /// ```
     /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(4, 1))?;
@@ -593,7 +711,8 @@ impl Slab {
         let mut lost = Vec::new();
         let mut owners = BTreeMap::new();
         for i in 0..capacity {
-            let w = self.owner_word(i).load(Ordering::Acquire);
+            let w =
+                protocol::owner_of(self.state_word(i).load(Ordering::Acquire)).map_or(0, u64::from);
             let on_list = listed[i as usize];
             if w != 0 {
                 owned += 1;
@@ -605,7 +724,10 @@ impl Slab {
                     problems.push(format!("object {i} is owned but was never handed out"));
                 }
             } else if !on_list && handed_out[i as usize] {
-                lost.push(ObjectId(i));
+                lost.push(ObjectId::new(
+                    i,
+                    gen_of(self.state_word(i).load(Ordering::Acquire)),
+                ));
             }
         }
         CheckReport {
@@ -645,37 +767,9 @@ impl Slab {
             ));
         }
         for id in &report.lost {
-            freelist::push(&*self, self.home(), id.0);
+            freelist::push(&*self, self.home(), id.index);
         }
         Ok(report.lost.len())
-    }
-
-    /// Returns to the freelist every object whose owner `is_dead` says is gone; used by
-    /// [`ShmSlab::recover`](crate::ShmSlab::recover).
-    pub(crate) fn reclaim_owned_by(&self, mut is_dead: impl FnMut(u64) -> bool) -> u32 {
-        let bumped = self
-            .bump()
-            .load(Ordering::Acquire)
-            .min(u64::from(self.capacity())) as u32;
-        let mut reclaimed = 0;
-        for n in 0..u64::from(bumped) {
-            let i = self.geo.bumped_index(n);
-            let owner = self.owner_word(i);
-            let w = owner.load(Ordering::Acquire);
-            if w == 0 || w == self.owner || !is_dead(w) {
-                continue;
-            }
-            // Whoever clears the owner word lists the object: a racing recover (or a free by
-            // a live process) that loses this exchange leaves it alone.
-            if owner
-                .compare_exchange(w, 0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                freelist::push(self, self.home(), i);
-                reclaimed += 1;
-            }
-        }
-        reclaimed
     }
 }
 

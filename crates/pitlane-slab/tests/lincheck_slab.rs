@@ -42,7 +42,7 @@ impl Subject for SlabSubject {
         match planned {
             PoolOp::Free(k) if !handle.1.is_empty() => {
                 let at = *k as usize % handle.1.len();
-                PoolOp::Free(u64::from(handle.1[at].index()))
+                PoolOp::Free(handle.1[at].to_bits())
             }
             _ => PoolOp::Alloc,
         }
@@ -53,12 +53,12 @@ impl Subject for SlabSubject {
             PoolOp::Alloc => match handle.0.alloc() {
                 Some(id) => {
                     handle.1.push(id);
-                    PoolRet::Allocated(u64::from(id.index()))
+                    PoolRet::Allocated(id.to_bits())
                 }
                 None => PoolRet::Exhausted,
             },
             PoolOp::Free(x) => {
-                let id = ObjectId::from_index(*x as u32);
+                let id = ObjectId::from_bits(*x);
                 handle.1.retain(|&h| h != id);
                 handle
                     .0

@@ -1,5 +1,6 @@
-//! Property tests: scripts of alloc, free (of held, freed and out-of-range objects), write and
-//! read against a model (the set of live objects and their contents), on slabs of every shape
+//! Property tests: scripts of alloc, free (of held ids, of stale ids — freed, perhaps handed out
+//! again since — and of arbitrary and out-of-range ones), write and read (through held and
+//! stale ids) against a model (the set of live ids and their contents), on slabs of every shape
 //! from one object of zero bytes to over-aligned ones, heap and anonymous.
 #![cfg(not(pitlane_loom))]
 
@@ -12,18 +13,22 @@ use proptest::prelude::*;
 enum Step {
     Alloc,
     FreeHeld(usize),
-    FreeAny(u32),
+    FreeStale(usize),
+    FreeAny(u32, u32),
     Write(usize, u8),
     Read(usize),
+    ReadStale(usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => Just(Step::Alloc),
         2 => any::<usize>().prop_map(Step::FreeHeld),
-        1 => any::<u32>().prop_map(|i| Step::FreeAny(i % 80)),
+        1 => any::<usize>().prop_map(Step::FreeStale),
+        1 => (any::<u32>(), any::<u32>()).prop_map(|(i, g)| Step::FreeAny(i % 80, g % 4)),
         1 => (any::<usize>(), any::<u8>()).prop_map(|(k, b)| Step::Write(k, b)),
         1 => any::<usize>().prop_map(Step::Read),
+        1 => any::<usize>().prop_map(Step::ReadStale),
     ]
 }
 
@@ -45,12 +50,16 @@ fn run(slab: &Slab, steps: &[Step]) -> Result<(), TestCaseError> {
     let mut live: HashSet<ObjectId> = HashSet::new();
     let mut order: Vec<ObjectId> = Vec::new();
     let mut contents: HashMap<ObjectId, u8> = HashMap::new();
+    // Ids freed, in order: never handed out again (the generation moved on).
+    let mut stale: Vec<ObjectId> = Vec::new();
     for s in steps {
         match *s {
             Step::Alloc => match slab.alloc() {
                 Some(id) => {
                     prop_assert!(id.index() < cap);
                     prop_assert!(live.insert(id), "{id} handed out twice");
+                    prop_assert!(!stale.contains(&id), "{id} handed out again");
+                    prop_assert!(!live.iter().any(|h| h.index() == id.index() && *h != id));
                     order.push(id);
                 }
                 // Single-threaded, so exhaustion is exact even with several shards.
@@ -61,10 +70,21 @@ fn run(slab: &Slab, steps: &[Step]) -> Result<(), TestCaseError> {
                 live.remove(&id);
                 contents.remove(&id);
                 prop_assert_eq!(slab.free(id), Ok(()));
+                stale.push(id);
             }
             Step::FreeHeld(_) => {}
-            Step::FreeAny(i) => {
-                let id = ObjectId::from_index(i);
+            Step::FreeStale(k) if !stale.is_empty() => {
+                let id = stale[k % stale.len()];
+                prop_assert_eq!(slab.free(id), Err(SlabError::DoubleFree(id)));
+            }
+            Step::FreeStale(_) => {}
+            Step::FreeAny(i, g) => {
+                // The current generation of a held object, or any other.
+                let id = order
+                    .iter()
+                    .copied()
+                    .find(|h| h.index() == i && g == 0)
+                    .unwrap_or(ObjectId::new(i, g));
                 let got = slab.free(id);
                 if i >= cap {
                     let out_of_range = matches!(got, Err(SlabError::OutOfRange { .. }));
@@ -73,6 +93,7 @@ fn run(slab: &Slab, steps: &[Step]) -> Result<(), TestCaseError> {
                     order.retain(|&h| h != id);
                     contents.remove(&id);
                     prop_assert_eq!(got, Ok(()));
+                    stale.push(id);
                 } else {
                     prop_assert_eq!(got, Err(SlabError::DoubleFree(id)));
                 }
@@ -93,10 +114,26 @@ fn run(slab: &Slab, steps: &[Step]) -> Result<(), TestCaseError> {
                 prop_assert!(slab.read(id, size, &mut buf).is_err());
             }
             Step::Read(_) => {}
+            Step::ReadStale(k) if !stale.is_empty() => {
+                let id = stale[k % stale.len()];
+                let mut buf = [0; 1];
+                let len = size.min(1);
+                prop_assert_eq!(
+                    slab.read(id, 0, &mut buf[..len]),
+                    Err(SlabError::NotAllocated(id))
+                );
+                prop_assert_eq!(
+                    slab.write(id, 0, &buf[..len]),
+                    Err(SlabError::NotAllocated(id))
+                );
+                prop_assert_eq!(slab.owner_of(id), Ok(None));
+                prop_assert!(slab.object_ptr(id).is_err());
+            }
+            Step::ReadStale(_) => {}
         }
         prop_assert_eq!(
-            slab.owner_of(ObjectId::from_index(0)).unwrap().is_some(),
-            live.contains(&ObjectId::from_index(0))
+            slab.current_id(0).unwrap(),
+            live.iter().copied().find(|id| id.index() == 0)
         );
     }
     let report = slab.check();
@@ -149,8 +186,12 @@ fn configurations_out_of_range_are_errors() {
 fn largest_capacity_and_alignment_work() {
     let slab = Slab::anonymous(Config::new(1, pitlane_slab::MAX_CAPACITY).with_shards(1)).unwrap();
     let last = ObjectId::from_index(pitlane_slab::MAX_CAPACITY - 1);
-    slab.write(last, 0, &[7]).unwrap();
-    assert!(slab.free(last).is_err());
+    // Never allocated: neither written nor freed.
+    assert_eq!(
+        slab.write(last, 0, &[7]),
+        Err(SlabError::NotAllocated(last))
+    );
+    assert_eq!(slab.free(last), Err(SlabError::DoubleFree(last)));
     let big = Slab::heap(Config::new(4096, 3).with_align(4096)).unwrap();
     let id = big.alloc().unwrap();
     assert_eq!(big.object_ptr(id).unwrap().as_ptr().addr() % 4096, 0);

@@ -12,6 +12,7 @@ pub mod bag;
 pub mod lincheck;
 pub mod locks;
 pub mod malloc;
+mod pairs;
 pub mod slab;
 pub mod spsc;
 pub mod wait;

@@ -13,15 +13,15 @@
 //! must be back on the list exactly once.
 
 use std::cell::UnsafeCell;
-use std::sync::Barrier;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use lock_api::RawMutex;
 use pitlane_sync::Tagged;
 use pitlane_sync::spin::{RawTas, RawTasBackoff, RawTtas};
 
+use super::pairs::{PairSubject, run_threads, stamp_off, stamp_on};
 use super::{Suite, Workload, new_histogram, timer_overhead_ns};
 
 pub(crate) mod subjects;
@@ -163,7 +163,7 @@ mod tests {
     fn a_lost_object_is_detected() {
         let pool = Pool::new(StdList::full());
         let _leaked = pool.take(1).unwrap();
-        let err = pool.check_complete().unwrap_err();
+        let err = pool.check().unwrap_err();
         assert!(err.contains("1 objects lost"), "{err}");
     }
 
@@ -171,7 +171,7 @@ mod tests {
     fn latency_histogram_collects_two_samples_per_pair() {
         let mut h = new_histogram();
         run_pairs::<LockApiList<RawTtas>>(1, Duration::from_millis(5), Some(&mut h)).unwrap();
-        assert!(h.len() >= 2 * ROUND);
+        assert!(h.len() >= 2 * super::super::pairs::ROUND);
         assert_eq!(h.len() % 2, 0);
     }
 }

@@ -137,8 +137,16 @@ impl Freelist for SlabList {
     #[inline]
     fn free(&self, index: u32) {
         // A double free is a broken benchmark: abort rather than report a figure.
+        // The pool deals in indices; the slab's id adds the object's generation, read back
+        // here (a load of the state word that the free reads anyway).
+        let id = self
+            .0
+            .current_id(index)
+            .ok()
+            .flatten()
+            .expect("an object the pool handed out is allocated");
         self.0
-            .free(pitlane_slab::ObjectId::from_index(index))
+            .free(id)
             .expect("the slab refused a free of an object the pool handed out");
     }
 }

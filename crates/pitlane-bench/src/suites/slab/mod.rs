@@ -16,8 +16,7 @@
 //! Correctness inside every run: a stamp that is not 0 when an object is handed out, or not the
 //! holder's tag when it is given back, aborts the benchmark; pools must be whole at the end.
 
-use std::sync::Barrier;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -25,7 +24,9 @@ use pitlane_slab::{Config, ObjectId, ShmSlab, Slab};
 use pitlane_sync::spin::{RawTas, RawTasBackoff, RawTtas};
 
 use super::locks::subjects::{Freelist, LockApiList, StdList};
+use super::locks::workloads::Pool;
 use super::locks::{OBJECT_SIZE, OBJECTS, RawPthreadMutex};
+use super::pairs::{PairSubject, ROUND, run_threads, stamp_off, stamp_on};
 use super::{Suite, Workload, new_histogram, timer_overhead_ns};
 use crate::results::{Better, Goal, Metric, params};
 use crate::runner::{Bench, BenchError, Case, Subject};
@@ -69,33 +70,6 @@ fn p999_metric() -> Metric {
     Metric::new("latency_p999_ns", "ns", Better::Lower)
 }
 
-/// An allocator under test, as the pair loop sees it.
-trait PairSubject: Sync {
-    type Handle: Copy;
-    fn take(&self, tag: u64) -> Result<Self::Handle, String>;
-    fn give_back(&self, h: Self::Handle, tag: u64) -> Result<(), String>;
-    /// After the run: everything given back.
-    fn check(&self) -> Result<(), String>;
-}
-
-fn stamp_on(word: &AtomicU64, tag: u64, what: &dyn std::fmt::Display) -> Result<(), String> {
-    let before = word.swap(tag, Ordering::Relaxed);
-    if before != 0 {
-        return Err(format!("{what} handed to {tag} while {before} holds it"));
-    }
-    Ok(())
-}
-
-fn stamp_off(word: &AtomicU64, tag: u64, what: &dyn std::fmt::Display) -> Result<(), String> {
-    let before = word.swap(0, Ordering::Relaxed);
-    if before != tag {
-        return Err(format!(
-            "{what} held by {tag} was stamped {before} meanwhile"
-        ));
-    }
-    Ok(())
-}
-
 /// A pitlane slab (heap or file): the stamp lives in the object itself.
 impl PairSubject for Slab {
     type Handle = ObjectId;
@@ -120,64 +94,10 @@ impl PairSubject for Slab {
     }
 }
 
-/// A lock-guarded freelist of indices and a side array of 64-byte objects.
-struct LockedPool<F> {
-    list: F,
-    objects: Box<[Object]>,
-}
-
-#[repr(align(64))]
-struct Object {
-    stamp: AtomicU64,
-    _rest: [u64; OBJECT_SIZE / 8 - 1],
-}
-
-impl<F: Freelist> LockedPool<F> {
-    fn new() -> Self {
-        Self {
-            list: F::full(),
-            objects: (0..OBJECTS)
-                .map(|_| Object {
-                    stamp: AtomicU64::new(0),
-                    _rest: [0; OBJECT_SIZE / 8 - 1],
-                })
-                .collect(),
-        }
-    }
-}
-
-impl<F: Freelist> PairSubject for LockedPool<F> {
-    type Handle = u32;
-    #[inline]
-    fn take(&self, tag: u64) -> Result<u32, String> {
-        let i = self
-            .list
-            .alloc()
-            .ok_or("pool empty with objects to spare")?;
-        stamp_on(&self.objects[i as usize].stamp, tag, &i)?;
-        Ok(i)
-    }
-    #[inline]
-    fn give_back(&self, i: u32, tag: u64) -> Result<(), String> {
-        stamp_off(&self.objects[i as usize].stamp, tag, &i)?;
-        self.list.free(i);
-        Ok(())
-    }
-    fn check(&self) -> Result<(), String> {
-        let mut n = 0;
-        let mut seen = vec![false; OBJECTS as usize];
-        while let Some(i) = self.list.alloc() {
-            if std::mem::replace(&mut seen[i as usize], true) {
-                return Err(format!("object {i} listed twice"));
-            }
-            n += 1;
-        }
-        if n == OBJECTS {
-            Ok(())
-        } else {
-            Err(format!("{} objects lost", OBJECTS - n))
-        }
-    }
+/// A lock-guarded freelist of indices and a side array of 64-byte objects: the `locks`
+/// suite's pool.
+fn locked<F: Freelist>() -> Pool<F> {
+    Pool::new(F::full())
 }
 
 /// The C allocator: `malloc(64)` / `free`.
@@ -237,99 +157,6 @@ impl PairSubject for sharded_slab::Slab<u64> {
     }
 }
 
-const ROUND: u64 = 32;
-
-struct Outcome {
-    pairs: u64,
-    started: Instant,
-    ended: Instant,
-    histogram: Option<Histogram<u64>>,
-}
-
-fn worker<S: PairSubject>(
-    s: &S,
-    tag: u64,
-    stop: &AtomicBool,
-    timed: bool,
-) -> Result<Outcome, String> {
-    let started = Instant::now();
-    let mut pairs = 0;
-    let mut histogram = timed.then(new_histogram);
-    while !stop.load(Ordering::Relaxed) {
-        match histogram.as_mut() {
-            None => {
-                for _ in 0..ROUND {
-                    let h = s.take(tag)?;
-                    s.give_back(h, tag)?;
-                }
-            }
-            Some(hist) => {
-                for _ in 0..ROUND {
-                    let t0 = Instant::now();
-                    let h = s.take(tag)?;
-                    let t1 = Instant::now();
-                    s.give_back(h, tag)?;
-                    let t2 = Instant::now();
-                    hist.saturating_record((t1 - t0).as_nanos() as u64);
-                    hist.saturating_record((t2 - t1).as_nanos() as u64);
-                }
-            }
-        }
-        pairs += ROUND;
-    }
-    Ok(Outcome {
-        pairs,
-        started,
-        ended: Instant::now(),
-        histogram,
-    })
-}
-
-/// `threads` threads of pairs on `s` for `run_for`; pairs per second.
-fn run_threads<S: PairSubject>(
-    s: &S,
-    threads: usize,
-    run_for: Duration,
-    mut latency: Option<&mut Histogram<u64>>,
-) -> Result<f64, String> {
-    let timed = latency.is_some();
-    let stop = AtomicBool::new(false);
-    let start = Barrier::new(threads + 1);
-    let outcomes: Vec<Result<Outcome, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (stop, start) = (&stop, &start);
-                scope.spawn(move || {
-                    start.wait();
-                    worker(s, t as u64 + 1, stop, timed)
-                })
-            })
-            .collect();
-        start.wait();
-        std::thread::sleep(run_for);
-        stop.store(true, Ordering::Relaxed);
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("worker panicked".into())))
-            .collect()
-    });
-    let (mut pairs, mut first, mut last) = (0, None::<Instant>, None::<Instant>);
-    for o in outcomes {
-        let o = o?;
-        pairs += o.pairs;
-        first = Some(first.map_or(o.started, |f| f.min(o.started)));
-        last = Some(last.map_or(o.ended, |l| l.max(o.ended)));
-        if let (Some(total), Some(h)) = (latency.as_deref_mut(), o.histogram) {
-            total.add(&h).map_err(|e| format!("histogram merge: {e}"))?;
-        }
-    }
-    s.check()?;
-    match (first, last) {
-        (Some(f), Some(l)) => Ok(pairs as f64 / (l - f).as_secs_f64()),
-        _ => Err("no worker ran".into()),
-    }
-}
-
 type Runner = fn(usize, Duration, Option<&mut Histogram<u64>>) -> Result<f64, String>;
 
 fn fresh<S: PairSubject>(
@@ -345,22 +172,20 @@ fn subjects() -> Vec<(&'static str, bool, Runner)> {
     vec![
         (OURS, false, |t, d, h| fresh(heap_slab)(t, d, h)),
         (LOCKS[0], true, |t, d, h| {
-            fresh(LockedPool::<LockApiList<RawTas>>::new)(t, d, h)
+            fresh(locked::<LockApiList<RawTas>>)(t, d, h)
         }),
         (LOCKS[1], true, |t, d, h| {
-            fresh(LockedPool::<LockApiList<RawTtas>>::new)(t, d, h)
+            fresh(locked::<LockApiList<RawTtas>>)(t, d, h)
         }),
         (LOCKS[2], true, |t, d, h| {
-            fresh(LockedPool::<LockApiList<RawTasBackoff>>::new)(t, d, h)
+            fresh(locked::<LockApiList<RawTasBackoff>>)(t, d, h)
         }),
-        (LOCKS[3], true, |t, d, h| {
-            fresh(LockedPool::<StdList>::new)(t, d, h)
-        }),
+        (LOCKS[3], true, |t, d, h| fresh(locked::<StdList>)(t, d, h)),
         (LOCKS[4], true, |t, d, h| {
-            fresh(LockedPool::<LockApiList<parking_lot::RawMutex>>::new)(t, d, h)
+            fresh(locked::<LockApiList<parking_lot::RawMutex>>)(t, d, h)
         }),
         (LOCKS[5], true, |t, d, h| {
-            fresh(LockedPool::<LockApiList<RawPthreadMutex>>::new)(t, d, h)
+            fresh(locked::<LockApiList<RawPthreadMutex>>)(t, d, h)
         }),
         ("malloc (libc)", true, |t, d, h| fresh(|| Malloc)(t, d, h)),
         ("sharded_slab::Slab", true, |t, d, h| {
@@ -662,6 +487,6 @@ mod tests {
         let slab = Slab::heap(Config::new(64, 4)).unwrap();
         let id = PairSubject::take(&slab, 1).unwrap();
         let err = slab.give_back(id, 2).unwrap_err();
-        assert!(err.contains("held by 2"), "{err}");
+        assert!(err.contains("held by thread 2"), "{err}");
     }
 }
