@@ -652,7 +652,7 @@ pub(crate) fn acquire(kind: Kind) -> Option<*mut HeapCore> {
     let _guard = REGISTRY_LOCK.lock();
     let size = core::mem::size_of::<HeapCore>().next_multiple_of(128);
     if META.used.get() + size > META_CHUNK {
-        let chunk = os::map(META_CHUNK)?;
+        let chunk = os::map_reserve(META_CHUNK)?;
         crate::stats::Counters::get()
             .mapped
             .fetch_add(META_CHUNK, Ordering::Relaxed);

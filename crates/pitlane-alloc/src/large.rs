@@ -116,7 +116,7 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         let Some(len) = mapping_len(align, size) else {
             return ptr::null_mut();
         };
-        let Some(base) = os::map_aligned(len, align) else {
+        let Some(base) = os::map_aligned(len, align, false) else {
             return ptr::null_mut();
         };
         Counters::get().mapped.fetch_add(len, Ordering::Relaxed);
