@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use pitlane_alloc::PitlaneAlloc;
 use pitlane_testkit::stress::run_threads;
 
-#[global_allocator]
+#[cfg_attr(not(pitlane_alloc_global), global_allocator)]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 fn mix(mut x: u64) -> u64 {

@@ -3,7 +3,7 @@
 use pitlane_alloc::PitlaneAlloc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-#[global_allocator]
+#[cfg_attr(not(pitlane_alloc_global), global_allocator)]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 fn churn(seed: usize) -> usize {

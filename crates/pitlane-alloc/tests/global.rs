@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use pitlane_alloc::PitlaneAlloc;
 
-#[global_allocator]
+#[cfg_attr(not(pitlane_alloc_global), global_allocator)]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 #[test]

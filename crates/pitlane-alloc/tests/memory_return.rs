@@ -5,7 +5,7 @@
 use pitlane_alloc::{PitlaneAlloc, PurgePolicy};
 use std::time::Duration;
 
-#[global_allocator]
+#[cfg_attr(not(pitlane_alloc_global), global_allocator)]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 /// The resident set in bytes, from /proc/self/statm.

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use pitlane_alloc::PitlaneAlloc;
 use pitlane_testkit::stress::run_threads;
 
-#[global_allocator]
+#[cfg_attr(not(pitlane_alloc_global), global_allocator)]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 /// A block in flight: its size in the first word, its pattern seed in the second.

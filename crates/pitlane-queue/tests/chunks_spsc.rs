@@ -445,3 +445,7 @@ fn uninit_slices_are_writable_through_maybe_uninit_new() {
     unsafe { chunk.commit_all() };
     assert_eq!(consumer.into_iter().collect::<String>(), "xy");
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

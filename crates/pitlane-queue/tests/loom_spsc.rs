@@ -247,3 +247,7 @@ fn chunk_commit_races_chunk_read() {
         assert_eq!(drops.load(Ordering::SeqCst), 4);
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -490,3 +490,7 @@ fn hostile_peer_cannot_crash_an_allocator() {
     println!("hostile peer: {allocs} allocations, {errors} errors; after: {report}");
     assert!(allocs > 0);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

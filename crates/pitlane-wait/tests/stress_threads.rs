@@ -136,3 +136,7 @@ fn notify_one_hand_offs_are_received_exactly_once() {
     let mut after = pin!(notify.notified());
     assert!(!after.as_mut().enable(), "a notification was duplicated");
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
