@@ -137,7 +137,7 @@ fn objects_keep_their_hashes_through_random_alloc_free_realloc_across_threads() 
                     }
                 }
             }
-            if i % 1000 == 0 {
+            if i % 10_000 == 0 {
                 mine.iter().for_each(verify);
             }
         }
