@@ -266,7 +266,7 @@ pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
             (*page).free.set(block);
             let used = (*page).used.load(Ordering::Relaxed) - 1;
             (*page).used.store(used, Ordering::Relaxed);
-            if used == 0 || (*page).list.get() == ListState::Full {
+            if (used == 0 || (*page).list.get() == ListState::Full) && !keeps_empty(heap, page) {
                 free_local_slow(heap, page);
             }
         } else {
@@ -275,22 +275,144 @@ pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
     }
 }
 
-/// A free into a page owned by another heap: push on its `remote` list, and hand the page to
-/// its owner if it was full.
+/// Whether a local free that left `page` empty needs nothing more: the page is the current
+/// one of its class (kept, so that one block allocated and freed in a loop does not move the
+/// page in and out of the pool), in its class list, and the heap is not the orphan heap.
+#[inline(always)]
+unsafe fn keeps_empty(heap: *mut HeapCore, page: *mut Page) -> bool {
+    // SAFETY: the caller holds `heap`, which owns `page`.
+    unsafe {
+        (*page).used.load(Ordering::Relaxed) == 0
+            && (*page).list.get() == ListState::Partial
+            && ptr::eq(
+                (*heap).pages[(*page).class.load(Ordering::Relaxed) as usize].get(),
+                page,
+            )
+            && (*heap).kind != Kind::Orphan
+    }
+}
+
+/// Remote frees held back by a thread to publish together: blocks of one page, chained.
+#[derive(Clone, Copy)]
+struct Batch {
+    page: *mut Page,
+    head: *mut Block,
+    tail: *mut Block,
+    count: u32,
+}
+
+const NO_BATCH: Batch = Batch {
+    page: ptr::null_mut(),
+    head: ptr::null_mut(),
+    tail: ptr::null_mut(),
+    count: 0,
+};
+
+/// The most remote frees a thread holds back before it publishes them.
+const BATCH_MAX: u32 = 64;
+
+thread_local! {
+    /// This thread's held-back remote frees (see [`free_remote`]).
+    static BATCH: Cell<Batch> = const { Cell::new(NO_BATCH) };
+    /// Whether this thread's key destructor is armed (it flushes the batch at exit).
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A free into a page owned by another heap.
+///
+/// Consecutive remote frees into the same page are chained privately and published together
+/// with one CAS, when the thread frees into another page, after [`BATCH_MAX`] of them, at
+/// [`collect`](crate::collect), or when the thread exits (its key destructor): the
+/// producer/consumer batching the issue asks for. A consumer of a producer's blocks frees
+/// them in the order they were carved, so runs are long; scattered frees publish one by one.
 ///
 /// # Safety
 /// `ptr` is a live small block of `page`.
 #[inline(never)]
 unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
     let block = ptr.cast::<Block>();
-    // SAFETY: the descriptor is mapped for the life of the process; the block is ours to
+    let batch = BATCH.with(Cell::get);
+    if ptr::eq(batch.page, page) && batch.count < BATCH_MAX {
+        // SAFETY: the block is ours to write; only this thread sees the chain.
+        unsafe { (*block).next = batch.head };
+        BATCH.with(|b| {
+            b.set(Batch {
+                head: block,
+                count: batch.count + 1,
+                ..batch
+            })
+        });
+        return;
+    }
+    if !batch.page.is_null() {
+        // SAFETY: a held-back chain of live blocks of `batch.page`.
+        unsafe { publish_remote(batch.page, batch.head, batch.tail) };
+    }
+    if !arm_exit_flush() {
+        BATCH.with(|b| b.set(NO_BATCH));
+        // SAFETY: as promised by the caller.
+        unsafe { publish_remote(page, block, block) };
+        return;
+    }
+    // SAFETY: the block is ours to write.
+    unsafe { (*block).next = ptr::null_mut() };
+    BATCH.with(|b| {
+        b.set(Batch {
+            page,
+            head: block,
+            tail: block,
+            count: 1,
+        })
+    });
+}
+
+/// Makes sure this thread's key destructor will run (it flushes the batch); `false` if it
+/// cannot (the thread is exiting, or the allocator is not initialised).
+#[inline]
+fn arm_exit_flush() -> bool {
+    if ARMED.with(Cell::get) {
+        return true;
+    }
+    arm_exit_flush_slow()
+}
+
+#[cold]
+fn arm_exit_flush_slow() -> bool {
+    if EXITING.with(Cell::get) || INIT.load(Ordering::Acquire) != 2 {
+        return false;
+    }
+    // A thread without a heap arms the destructor with the empty heap, which it skips.
+    // SAFETY: the key exists (initialisation is done); the value is only read by our
+    // destructor.
+    unsafe { libc::pthread_setspecific(key(), thread_heap().cast()) };
+    ARMED.with(|a| a.set(true));
+    true
+}
+
+/// Publishes the calling thread's held-back remote frees.
+pub(crate) fn flush_remote() {
+    let batch = BATCH.with(|b| b.replace(NO_BATCH));
+    if !batch.page.is_null() {
+        // SAFETY: a held-back chain of live blocks of `batch.page`.
+        unsafe { publish_remote(batch.page, batch.head, batch.tail) };
+    }
+}
+
+/// Pushes the chain `head ..= tail` of blocks of `page` on its `remote` list, and hands the
+/// page to its owner if it was full.
+///
+/// # Safety
+/// The chain holds live blocks of `page` that nobody else can reach, linked from `head` to
+/// `tail`.
+unsafe fn publish_remote(page: *mut Page, head: *mut Block, tail: *mut Block) {
+    // SAFETY: the descriptor is mapped for the life of the process; the chain is ours to
     // write until the CAS publishes it.
     unsafe {
         let remote = &(*page).remote;
         let mut old = remote.load(Ordering::Relaxed);
         loop {
-            (*block).next = old.map_addr(|a| a & !FULL);
-            match remote.compare_exchange_weak(old, block, Ordering::Release, Ordering::Relaxed) {
+            (*tail).next = old.map_addr(|a| a & !FULL);
+            match remote.compare_exchange_weak(old, head, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => break,
                 Err(now) => old = now,
             }
@@ -605,6 +727,7 @@ fn alloc_without_heap(class: usize) -> *mut u8 {
             // SAFETY: the key was created by `init`; the value is only read by our
             // destructor.
             unsafe { libc::pthread_setspecific(key(), heap.cast()) };
+            ARMED.with(|a| a.set(true));
             // SAFETY: this thread holds `heap` now.
             return unsafe { alloc_small(heap, class) };
         }
@@ -663,10 +786,11 @@ fn init_slow() -> bool {
 
 /// The pthread key destructor: parks the exiting thread's heap.
 extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
-    heap_slot::set(empty_heap());
     EXITING.with(|e| e.set(true));
+    flush_remote();
+    heap_slot::set(empty_heap());
     let heap = heap.cast::<HeapCore>();
-    if heap.is_null() {
+    if heap.is_null() || ptr::eq(heap, empty_heap()) {
         return;
     }
     // SAFETY: the value of the key is the heap this thread held.
@@ -730,7 +854,7 @@ pub(crate) fn acquire(kind: Kind) -> Option<*mut HeapCore> {
     let _guard = REGISTRY_LOCK.lock();
     let size = core::mem::size_of::<HeapCore>().next_multiple_of(128);
     if META.used.get() + size > META_CHUNK {
-        let chunk = os::map(META_CHUNK)?;
+        let chunk = os::map_reserve(META_CHUNK)?;
         crate::stats::Counters::get()
             .mapped
             .fetch_add(META_CHUNK, Ordering::Relaxed);
@@ -841,6 +965,7 @@ extern "C" fn after_fork_child() {
 
 /// Gives the calling thread's empty pages to the pool (for `collect`).
 pub(crate) fn tidy_mine() {
+    flush_remote();
     let heap = thread_heap();
     if !ptr::eq(heap, empty_heap()) {
         // SAFETY: the calling thread holds its heap.

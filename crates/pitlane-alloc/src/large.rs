@@ -46,9 +46,12 @@ const _: () = assert!(core::mem::size_of::<Header>() <= HEADER);
 pub(crate) static LARGE_CACHE_BYTES: AtomicUsize =
     AtomicUsize::new(crate::PurgePolicy::DEFAULT_LARGE_CACHE_BYTES);
 
-/// Entries in the cache of freed mappings.
-const CACHE_SLOTS: usize = 32;
+/// Runs of freed address space kept in the cache, at most.
+const CACHE_SLOTS: usize = 64;
+/// The smallest remainder worth keeping when a cached run is split.
+const MIN_SPLIT: usize = 64 << 10;
 
+/// A run of mapped, page-aligned address space that no block uses.
 #[derive(Clone, Copy)]
 struct Cached {
     base: *mut u8,
@@ -56,23 +59,214 @@ struct Cached {
     freed_at: u64,
 }
 
+const NO_RUN: Cached = Cached {
+    base: ptr::null_mut(),
+    len: 0,
+    freed_at: 0,
+};
+
+/// The cache of freed large mappings: runs of address space that are mapped (and mostly
+/// resident), ready to serve large blocks without a system call or a page fault. Adjacent runs
+/// are merged; a block takes the front of a run and leaves the rest; a block grows in place
+/// when a run starts right where it ends.
 struct Cache {
-    slots: core::cell::UnsafeCell<[Cached; CACHE_SLOTS]>,
+    runs: core::cell::UnsafeCell<[Cached; CACHE_SLOTS]>,
 }
 // SAFETY: only touched under CACHE_LOCK.
 unsafe impl Sync for Cache {}
 
 static CACHE: Cache = Cache {
-    slots: core::cell::UnsafeCell::new(
-        [Cached {
-            base: ptr::null_mut(),
-            len: 0,
-            freed_at: 0,
-        }; CACHE_SLOTS],
-    ),
+    runs: core::cell::UnsafeCell::new([NO_RUN; CACHE_SLOTS]),
 };
 /// Guards [`CACHE`]; taken around `fork` too.
 pub(crate) static CACHE_LOCK: SpinLock = SpinLock::new();
+
+/// Runs of the cache, under its lock.
+struct Runs<'a> {
+    runs: &'a mut [Cached; CACHE_SLOTS],
+    _guard: crate::lock::Guard<'a>,
+}
+
+fn runs() -> Runs<'static> {
+    let guard = CACHE_LOCK.lock();
+    Runs {
+        // SAFETY: under the lock, held as long as the returned value.
+        runs: unsafe { &mut *CACHE.runs.get() },
+        _guard: guard,
+    }
+}
+
+impl Runs<'_> {
+    /// Takes `len` bytes from the front of the smallest run that holds them (the whole run if
+    /// less than [`MIN_SPLIT`] would be left). Returns the base and the length taken.
+    fn take_fit(&mut self, len: usize) -> Option<(*mut u8, usize)> {
+        let mut best: Option<usize> = None;
+        for (i, run) in self.runs.iter().enumerate() {
+            if !run.base.is_null()
+                && run.len >= len
+                && best.is_none_or(|b| run.len < self.runs[b].len)
+            {
+                best = Some(i);
+            }
+        }
+        let i = best?;
+        Some(self.take_front(i, len))
+    }
+
+    /// Takes at least `len` bytes from the front of the run that starts at `at`, if there is
+    /// one that long.
+    fn take_at(&mut self, at: *mut u8, len: usize) -> Option<usize> {
+        let i = self
+            .runs
+            .iter()
+            .position(|run| !run.base.is_null() && run.base == at && run.len >= len)?;
+        Some(self.take_front(i, len).1)
+    }
+
+    fn take_front(&mut self, i: usize, len: usize) -> (*mut u8, usize) {
+        let run = self.runs[i];
+        let taken = if run.len - len >= MIN_SPLIT {
+            // SAFETY: `len < run.len`: the rest of the run is still inside it.
+            self.runs[i].base = unsafe { run.base.add(len) };
+            self.runs[i].len = run.len - len;
+            len
+        } else {
+            self.runs[i] = NO_RUN;
+            run.len
+        };
+        Counters::get()
+            .large_cached
+            .fetch_sub(taken, Ordering::Relaxed);
+        (run.base, taken)
+    }
+
+    /// Adds a run, merged with the runs right before and after it. If no slot is free, or the
+    /// cache would exceed `budget`, the oldest runs are moved to `evicted` (to be unmapped
+    /// once the lock is released); if the run alone exceeds the budget it is evicted itself.
+    fn put(&mut self, mut run: Cached, budget: usize, evicted: &mut Evicted) {
+        let counters = Counters::get();
+        for i in 0..CACHE_SLOTS {
+            let other = self.runs[i];
+            if other.base.is_null() {
+                continue;
+            }
+            if other.base.wrapping_add(other.len) == run.base {
+                run.base = other.base;
+                run.len += other.len;
+            } else if run.base.wrapping_add(run.len) == other.base {
+                run.len += other.len;
+            } else {
+                continue;
+            }
+            counters
+                .large_cached
+                .fetch_sub(other.len, Ordering::Relaxed);
+            self.runs[i] = NO_RUN;
+        }
+        if run.len > budget {
+            evicted.push(run);
+            return;
+        }
+        loop {
+            let cached = counters.large_cached.load(Ordering::Relaxed);
+            let free = self.runs.iter().position(|r| r.base.is_null());
+            if let Some(slot) = free
+                && cached + run.len <= budget
+            {
+                self.runs[slot] = run;
+                counters.large_cached.fetch_add(run.len, Ordering::Relaxed);
+                return;
+            }
+            let oldest = self
+                .runs
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| !r.base.is_null())
+                .min_by_key(|(_, r)| r.freed_at)
+                .map(|(i, _)| i);
+            let Some(oldest) = oldest else {
+                evicted.push(run);
+                return;
+            };
+            evicted.push(self.runs[oldest]);
+            counters
+                .large_cached
+                .fetch_sub(self.runs[oldest].len, Ordering::Relaxed);
+            self.runs[oldest] = NO_RUN;
+        }
+    }
+}
+
+/// Runs to unmap after the cache lock is released.
+struct Evicted {
+    runs: [Cached; CACHE_SLOTS + 1],
+    count: usize,
+}
+
+impl Evicted {
+    fn new() -> Self {
+        Self {
+            runs: [NO_RUN; CACHE_SLOTS + 1],
+            count: 0,
+        }
+    }
+
+    fn push(&mut self, run: Cached) {
+        if self.count < self.runs.len() {
+            self.runs[self.count] = run;
+            self.count += 1;
+        }
+    }
+
+    /// Unmaps them (outside the lock).
+    fn unmap(self, count_as_purges: bool) {
+        let counters = Counters::get();
+        for run in &self.runs[..self.count] {
+            counters.mapped.fetch_sub(run.len, Ordering::Relaxed);
+            if count_as_purges {
+                counters.purges.fetch_add(1, Ordering::Relaxed);
+            }
+            os::unmap(run.base, run.len);
+        }
+    }
+}
+
+/// Keeps a freed run for reuse (or unmaps it when the budget says no), then sweeps if due.
+fn cache_put(base: *mut u8, len: usize) {
+    let now = os::now_ms();
+    let mut evicted = Evicted::new();
+    {
+        let mut runs = runs();
+        runs.put(
+            Cached {
+                base,
+                len,
+                freed_at: now,
+            },
+            LARGE_CACHE_BYTES.load(Ordering::Relaxed),
+            &mut evicted,
+        );
+    }
+    evicted.unmap(false);
+    crate::pool::maybe_sweep(now);
+}
+
+/// Unmaps cached runs older than `delay` ms (all if `force`).
+pub(crate) fn sweep(now: u64, delay: u64, force: bool) {
+    let mut evicted = Evicted::new();
+    {
+        let runs = runs();
+        let counters = Counters::get();
+        for run in runs.runs.iter_mut() {
+            if !run.base.is_null() && (force || now.saturating_sub(run.freed_at) >= delay) {
+                evicted.push(*run);
+                counters.large_cached.fetch_sub(run.len, Ordering::Relaxed);
+                *run = NO_RUN;
+            }
+        }
+    }
+    evicted.unmap(true);
+}
 
 /// Where the block starts in a mapping whose base is page-aligned, for `align <= OS_PAGE`.
 #[inline]
@@ -94,8 +288,9 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         let Some(len) = mapping_len(off, size) else {
             return ptr::null_mut();
         };
-        let (base, len, fresh) = match cache_take(len) {
-            Some((base, cached_len)) => (base, cached_len, false),
+        let taken = runs().take_fit(len);
+        let (base, len, fresh) = match taken {
+            Some((base, taken_len)) => (base, taken_len, false),
             None => match os::map(len) {
                 Some(base) => {
                     Counters::get().mapped.fetch_add(len, Ordering::Relaxed);
@@ -116,7 +311,7 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         let Some(len) = mapping_len(align, size) else {
             return ptr::null_mut();
         };
-        let Some(base) = os::map_aligned(len, align) else {
+        let Some(base) = os::map_aligned(len, align, false) else {
             return ptr::null_mut();
         };
         Counters::get().mapped.fetch_add(len, Ordering::Relaxed);
@@ -190,25 +385,59 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
     };
     let counters = Counters::get();
     if need <= len {
-        if len - need >= 1 << 20 {
-            // SAFETY: the tail past `need` holds nothing the block still uses.
-            os::unmap(unsafe { base.add(need) }, len - need);
+        if len - need >= MIN_SPLIT {
+            // The tail past `need` holds nothing the block still uses: give it to the cache.
             // SAFETY: the header is ours.
             unsafe { (*header).len = need };
-            counters.mapped.fetch_sub(len - need, Ordering::Relaxed);
             counters
                 .large_in_use
                 .fetch_sub(len - need, Ordering::Relaxed);
+            cache_put(base.wrapping_add(need), len - need);
         }
         return ptr;
     }
     if off > OS_PAGE {
-        // An over-aligned block: mremap would not keep the alignment.
+        // An over-aligned block: moving it would not keep the alignment.
         return ptr::null_mut();
+    }
+    // A cached run right after the mapping: grow in place, no system call.
+    let taken = runs().take_at(base.wrapping_add(len), need - len);
+    if let Some(extra) = taken {
+        // SAFETY: the header is ours.
+        unsafe { (*header).len = len + extra };
+        counters.large_in_use.fetch_add(extra, Ordering::Relaxed);
+        return ptr;
+    }
+    // A cached run that holds the grown block: copy into it (its pages are warm, so neither
+    // the copy nor the growth faults), and cache the old mapping.
+    let moved = runs().take_fit(need);
+    if let Some((new_base, new_len)) = moved {
+        // SAFETY: the run is mapped and `new_len >= need > len`, so it holds the old
+        // mapping's bytes from `off`; the two do not overlap (the run was not in use).
+        unsafe {
+            let new_ptr = new_base.add(off);
+            ptr::copy_nonoverlapping(ptr, new_ptr, len - off);
+            let new_header = header_of(new_ptr);
+            unlink(header);
+            new_header.write(Header {
+                base: new_base,
+                len: new_len,
+                owner: (*header).owner,
+                prev: ptr::null_mut(),
+                next: ptr::null_mut(),
+            });
+            link(new_header);
+            counters.large_in_use.fetch_add(new_len, Ordering::Relaxed);
+            counters.large_in_use.fetch_sub(len, Ordering::Relaxed);
+            cache_put(base, len);
+            return new_ptr;
+        }
     }
     // SAFETY: the block's list neighbours point at its header, which is about to move.
     unsafe { unlink(header) };
     let Some(moved) = os::remap(base, len, need) else {
+        // (A mapping pieced together from cached runs of separate mappings cannot be
+        // remapped as one; the caller then moves the block.)
         // SAFETY: the header has not moved.
         unsafe { link(header) };
         return ptr::null_mut();
@@ -284,116 +513,6 @@ unsafe fn unlink(header: *mut Header) {
         } else {
             (*prev).next = next;
         }
-    }
-}
-
-/// A cached mapping of at least `len` bytes and at most twice that, the smallest such.
-fn cache_take(len: usize) -> Option<(*mut u8, usize)> {
-    let _guard = CACHE_LOCK.lock();
-    // SAFETY: under the lock.
-    let slots = unsafe { &mut *CACHE.slots.get() };
-    let mut best: Option<usize> = None;
-    for (i, slot) in slots.iter().enumerate() {
-        if !slot.base.is_null()
-            && slot.len >= len
-            && slot.len / 2 <= len
-            && best.is_none_or(|b| slot.len < slots[b].len)
-        {
-            best = Some(i);
-        }
-    }
-    let i = best?;
-    let taken = slots[i];
-    slots[i].base = ptr::null_mut();
-    Counters::get()
-        .large_cached
-        .fetch_sub(taken.len, Ordering::Relaxed);
-    Some((taken.base, taken.len))
-}
-
-/// Keeps a freed mapping for reuse, or unmaps it if it does not fit the cache's budget.
-fn cache_put(base: *mut u8, len: usize) {
-    let counters = Counters::get();
-    let budget = LARGE_CACHE_BYTES.load(Ordering::Relaxed);
-    if len <= budget {
-        let now = os::now_ms();
-        let guard = CACHE_LOCK.lock();
-        // SAFETY: under the lock.
-        let slots = unsafe { &mut *CACHE.slots.get() };
-        // Make room: evict the oldest until the budget and a slot allow it.
-        let mut evicted: [Cached; CACHE_SLOTS] = [Cached {
-            base: ptr::null_mut(),
-            len: 0,
-            freed_at: 0,
-        }; CACHE_SLOTS];
-        let mut evictions = 0;
-        loop {
-            let cached = counters.large_cached.load(Ordering::Relaxed);
-            let free_slot = slots.iter().position(|s| s.base.is_null());
-            if cached + len <= budget && free_slot.is_some() {
-                let slot = free_slot.unwrap_or(0);
-                slots[slot] = Cached {
-                    base,
-                    len,
-                    freed_at: now,
-                };
-                counters.large_cached.fetch_add(len, Ordering::Relaxed);
-                break;
-            }
-            let oldest = slots
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| !s.base.is_null())
-                .min_by_key(|(_, s)| s.freed_at)
-                .map(|(i, _)| i);
-            let Some(oldest) = oldest else {
-                break;
-            };
-            evicted[evictions] = slots[oldest];
-            evictions += 1;
-            counters
-                .large_cached
-                .fetch_sub(slots[oldest].len, Ordering::Relaxed);
-            slots[oldest].base = ptr::null_mut();
-        }
-        drop(guard);
-        for e in &evicted[..evictions] {
-            counters.mapped.fetch_sub(e.len, Ordering::Relaxed);
-            os::unmap(e.base, e.len);
-        }
-        crate::pool::maybe_sweep(now);
-        return;
-    }
-    counters.mapped.fetch_sub(len, Ordering::Relaxed);
-    os::unmap(base, len);
-}
-
-/// Unmaps cached mappings older than `delay` ms (all if `force`).
-pub(crate) fn sweep(now: u64, delay: u64, force: bool) {
-    let counters = Counters::get();
-    let mut evicted: [Cached; CACHE_SLOTS] = [Cached {
-        base: ptr::null_mut(),
-        len: 0,
-        freed_at: 0,
-    }; CACHE_SLOTS];
-    let mut evictions = 0;
-    {
-        let _guard = CACHE_LOCK.lock();
-        // SAFETY: under the lock.
-        let slots = unsafe { &mut *CACHE.slots.get() };
-        for slot in slots.iter_mut() {
-            if !slot.base.is_null() && (force || now.saturating_sub(slot.freed_at) >= delay) {
-                evicted[evictions] = *slot;
-                evictions += 1;
-                counters.large_cached.fetch_sub(slot.len, Ordering::Relaxed);
-                slot.base = ptr::null_mut();
-            }
-        }
-    }
-    for e in &evicted[..evictions] {
-        counters.mapped.fetch_sub(e.len, Ordering::Relaxed);
-        counters.purges.fetch_add(1, Ordering::Relaxed);
-        os::unmap(e.base, e.len);
     }
 }
 

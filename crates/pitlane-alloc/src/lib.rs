@@ -102,6 +102,16 @@ pub use stats::{ClassStats, Stats, class_stats, stats};
 
 use heap::HeapCore;
 
+/// The allocator traits this crate implements (re-exported for convenience).
+pub use allocator_api2;
+
+/// Under `--cfg pitlane_alloc_global`, every binary that links this crate gets it as its
+/// global allocator: CI builds the workspace's tests that way once (each crate links this one
+/// there through a dev-dependency and an `extern crate` that exist only under that cfg).
+#[cfg(pitlane_alloc_global)]
+#[global_allocator]
+static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
+
 /// The process-wide allocator: a zero-sized handle whose every copy allocates from the calling
 /// thread's heap. Use it as the `#[global_allocator]`, or as an [`Allocator`] beside another
 /// global allocator.

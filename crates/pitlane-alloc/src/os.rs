@@ -9,8 +9,19 @@ use core::ptr::{self, NonNull};
 /// pages; larger pages only make the kernel round our requests up).
 pub(crate) const OS_PAGE: usize = 4096;
 
-/// Maps `len` bytes (a multiple of [`OS_PAGE`]) of fresh, zeroed, private anonymous memory.
+/// Maps `len` bytes (a multiple of [`OS_PAGE`]) of fresh, zeroed, private anonymous memory,
+/// subject to the kernel's overcommit policy (as glibc's large blocks are: a request far
+/// beyond memory and swap fails instead of mapping address space that can never be backed).
 pub(crate) fn map(len: usize) -> Option<NonNull<u8>> {
+    map_with(len, 0)
+}
+
+/// Like [`map`], but reserving no swap: for segments, which only ever touch what they use.
+pub(crate) fn map_reserve(len: usize) -> Option<NonNull<u8>> {
+    map_with(len, libc::MAP_NORESERVE)
+}
+
+fn map_with(len: usize, flags: libc::c_int) -> Option<NonNull<u8>> {
     // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
     // existing memory.
     let at = unsafe {
@@ -18,7 +29,7 @@ pub(crate) fn map(len: usize) -> Option<NonNull<u8>> {
             ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
             -1,
             0,
         )
@@ -32,12 +43,13 @@ pub(crate) fn map(len: usize) -> Option<NonNull<u8>> {
 
 /// Maps `len` bytes aligned to `align` (a power of two, at least [`OS_PAGE`]): maps
 /// `len + align` and gives back the parts before and after the aligned run.
-pub(crate) fn map_aligned(len: usize, align: usize) -> Option<NonNull<u8>> {
+pub(crate) fn map_aligned(len: usize, align: usize, reserve: bool) -> Option<NonNull<u8>> {
+    let flags = if reserve { libc::MAP_NORESERVE } else { 0 };
     if align <= OS_PAGE {
-        return map(len);
+        return map_with(len, flags);
     }
     let over = len.checked_add(align)?;
-    let raw = map(over)?;
+    let raw = map_with(over, flags)?;
     let start = raw.as_ptr();
     let lead = start.align_offset(align);
     // SAFETY: `lead < align`, so `start + lead + len` stays inside the `len + align` mapping.

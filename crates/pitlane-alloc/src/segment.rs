@@ -230,7 +230,7 @@ fn new_segment() -> Option<*mut Segment> {
     if number >= MAX_SEGMENTS {
         return None;
     }
-    let base = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE)?.as_ptr();
+    let base = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, true)?.as_ptr();
     Counters::get()
         .mapped
         .fetch_add(SEGMENT_SIZE, Ordering::Relaxed);

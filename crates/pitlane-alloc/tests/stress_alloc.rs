@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use pitlane_alloc::PitlaneAlloc;
 use pitlane_testkit::stress::run_threads;
 
-#[global_allocator]
+#[cfg_attr(not(pitlane_alloc_global), global_allocator)]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 /// A block in flight: its size in the first word, its pattern seed in the second.
@@ -167,7 +167,7 @@ fn producer_threads_feed_consumer_threads() {
                     .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Relaxed)
                     .is_err()
                 {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 }
             }
         } else {
@@ -176,7 +176,7 @@ fn producer_threads_feed_consumer_threads() {
             while got < per_producer {
                 let p = lane[i % 64].0.swap(std::ptr::null_mut(), Ordering::AcqRel);
                 if p.is_null() {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 } else {
                     check_and_free(p);
                     got += 1;

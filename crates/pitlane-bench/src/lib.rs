@@ -23,3 +23,8 @@ pub mod results;
 pub mod runner;
 pub mod stats;
 pub mod suites;
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
+// allocator.
+#[cfg(all(test, pitlane_alloc_global))]
+extern crate pitlane_alloc;

@@ -156,3 +156,7 @@ fn goals_prints_only_the_goal_table_and_exits_zero() {
     assert_eq!(report["records"][0]["samples"], 1, "{json}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

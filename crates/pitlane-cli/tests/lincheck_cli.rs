@@ -115,3 +115,7 @@ fn pitlane_queue_subjects_are_listed_and_pass() {
         assert_eq!(code, 0, "{name}: {stdout}{stderr}");
     }
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

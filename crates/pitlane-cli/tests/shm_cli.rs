@@ -126,3 +126,7 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_one_line_error(&["shm", "rm", p], "attached");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -112,3 +112,8 @@ pub use runner::{
 };
 pub use spec::{SearchAids, SequentialSpec};
 pub use timeline::Timeline;
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
+// allocator.
+#[cfg(all(test, pitlane_alloc_global))]
+extern crate pitlane_alloc;

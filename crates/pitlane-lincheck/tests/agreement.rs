@@ -202,3 +202,7 @@ fn the_memo_changes_no_verdict_order_or_counterexample() {
         "{linearizable} {violations}"
     );
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

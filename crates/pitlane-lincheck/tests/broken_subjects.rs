@@ -50,3 +50,7 @@ fn broken_subjects_are_caught_within_ten_seconds_on_every_seed() {
         }
     }
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

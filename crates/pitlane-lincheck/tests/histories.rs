@@ -463,3 +463,7 @@ fn the_checker_is_deterministic_and_memo_agrees_with_plain_search() {
         memo
     );
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -268,3 +268,7 @@ fn settings_out_of_range_are_errors_not_panics() {
     let runner = runner.ops(2).rounds(0);
     assert_eq!(runner.run().unwrap_err(), SettingsError::NoRounds);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

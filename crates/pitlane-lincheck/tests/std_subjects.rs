@@ -24,3 +24,7 @@ fn std_subjects_pass_ten_thousand_rounds() {
         assert_eq!(summary.unknown, 0, "{}", entry.name);
     }
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

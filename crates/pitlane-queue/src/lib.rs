@@ -48,3 +48,8 @@ pub mod weak_bag;
 pub use error::{PopError, PushError};
 #[cfg(any(feature = "std", pitlane_loom))]
 pub use weak_bag::{BagHandle, WeakBag};
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
+// allocator.
+#[cfg(all(test, pitlane_alloc_global))]
+extern crate pitlane_alloc;

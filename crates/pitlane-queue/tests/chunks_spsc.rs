@@ -476,3 +476,7 @@ fn a_forgotten_read_chunk_over_a_claimed_run_pops_nothing_twice() {
     assert_eq!(consumer.try_pop().as_deref(), Ok(&13));
     assert_eq!(consumer.try_pop(), Err(PopError::Empty));
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

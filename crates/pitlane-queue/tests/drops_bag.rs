@@ -247,3 +247,7 @@ fn handles_drop_each_item_once() {
     drop((stack, queue, bagpipe));
     assert_eq!(drops.load(Ordering::Relaxed), 3 * THREADS * PER_THREAD);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

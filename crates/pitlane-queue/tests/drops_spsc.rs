@@ -245,3 +245,7 @@ fn concurrent_ends_drop_each_value_once() {
         ledger.assert_each_dropped_once();
     }
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

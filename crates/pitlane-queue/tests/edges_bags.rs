@@ -238,3 +238,7 @@ fn one_cell_segments_between_threads() {
     assert!(seen.iter().all(|count| count.load(Ordering::Relaxed) == 1));
     assert!(queue.is_empty());
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -112,3 +112,7 @@ fn the_owned_iterator_drains_what_is_there_and_by_reference_iteration_too() {
     let by_ref: Vec<i32> = (&mut consumer).into_iter().collect();
     assert_eq!(by_ref, [3, 4]);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -663,3 +663,7 @@ fn a_revoked_item_whose_drop_panics_in_a_dropped_bag_propagates_the_panic() {
     ledger.assert_none_twice();
     assert_eq!(ledger.count(4), 1);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -369,3 +369,7 @@ fn bagpipe_of_queues_is_a_weak_bag_that_loses_nothing() {
 fn bagpipe_of_stacks_is_a_weak_bag_that_loses_nothing() {
     bagpipe_is_a_weak_bag::<Stack<u64>>(2, 0x5BA6);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

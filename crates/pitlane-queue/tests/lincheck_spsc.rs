@@ -108,3 +108,7 @@ fn batches_that_wrap_are_linearizable() {
     check(8, 4, true, 20, 1000);
     check(7, 3, true, 20, 1000);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

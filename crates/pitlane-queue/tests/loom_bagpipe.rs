@@ -222,3 +222,7 @@ fn revoke_against_pushes_racing_to_link_a_segment() {
         assert!(!first.0.handle.is_in_bag());
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -220,3 +220,7 @@ fn an_announced_push_racing_a_pop_is_delivered_exactly_once() {
         }
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

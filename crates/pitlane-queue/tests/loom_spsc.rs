@@ -214,3 +214,7 @@ fn a_chunk_commit_racing_a_chunk_read_delivers_in_order() {
         assert_eq!(got, [2, 3]);
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

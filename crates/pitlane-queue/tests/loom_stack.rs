@@ -94,3 +94,7 @@ fn handles_count_in_tallies_that_later_handles_inherit() {
         assert_eq!(stack.len(), 0);
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -69,3 +69,7 @@ fn one_thread_pushing_and_popping_4_kib_values_runs_in_bounded_memory() {
         peaks[1]
     );
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

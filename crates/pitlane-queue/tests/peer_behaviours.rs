@@ -237,3 +237,7 @@ fn spsc_zero_sized_values_through_chunks() {
     assert_eq!(consumer.read_chunk(5).unwrap().count(), 5);
     assert!(consumer.is_empty());
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

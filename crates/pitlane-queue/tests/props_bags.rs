@@ -536,3 +536,7 @@ proptest! {
         check(bagpipe::<Stack<Item>>(pipes), stable, &ops, end)?;
     }
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

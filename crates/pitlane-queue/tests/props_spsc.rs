@@ -181,3 +181,7 @@ proptest! {
         prop_assert_eq!(rest, Vec::from(model));
     }
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -354,3 +354,7 @@ fn mpmc_keeps_each_producers_order_on_small_segments() {
     mpmc_order::<3>(1, 3, 8_000);
     mpmc_order::<DEFAULT_SEGMENT>(2, 2, 5_000);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -76,3 +76,7 @@ fn a_polling_consumer_does_not_starve_pushes_of_any_size() {
         );
     }
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

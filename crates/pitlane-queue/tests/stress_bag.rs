@@ -577,3 +577,7 @@ fn more_threads_than_seats_mix_seated_and_unseated_calls() {
     }
     assert_eq!(stack.len(), 0);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

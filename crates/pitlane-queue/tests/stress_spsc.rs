@@ -278,3 +278,7 @@ fn chunks_on_both_ends_keep_order_and_drop_each_value_once() {
     );
     assert_eq!(dropped.load(Ordering::Relaxed), ITEMS);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -128,3 +128,8 @@ pub use typed::{Plain, TypedSlab};
 
 #[cfg(not(pitlane_loom))]
 pub use config::{Config, OpenError, SlabError};
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
+// allocator.
+#[cfg(all(test, pitlane_alloc_global))]
+extern crate pitlane_alloc;

@@ -51,3 +51,7 @@ fn a_forked_child_shares_the_objects() {
     slab.read(kept, 0, &mut buf).unwrap();
     assert_eq!(&buf, b"from the child!!");
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -97,3 +97,7 @@ fn sharded_slab_is_a_linearizable_pool() {
         .seed(0x51AC)
         .assert_linearizable();
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

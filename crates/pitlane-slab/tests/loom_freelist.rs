@@ -99,3 +99,7 @@ fn across_a_generation_wrap() {
         assert_eq!(y.iter().count() + rest.len(), 1);
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -212,3 +212,7 @@ fn typed_slab_of_zero_sized_and_large_values() {
     let id = big.alloc_with([9; 8192]).unwrap();
     assert!(big.get(id).unwrap().iter().all(|&w| w == 9));
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

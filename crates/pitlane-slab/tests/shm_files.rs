@@ -486,7 +486,11 @@ fn hostile_peer_cannot_crash_an_allocator() {
         match slab.try_alloc() {
             Ok(Some(id)) => {
                 allocs += 1;
-                slab.write(id, 0, &[0xAB; 64]).unwrap();
+                // The peer may have scribbled over this object's generation already: the
+                // access is then refused, which is one of the errors this test allows.
+                if slab.write(id, 0, &[0xAB; 64]).is_err() {
+                    errors += 1;
+                }
                 held.push(id);
             }
             Ok(None) => {}
@@ -505,3 +509,7 @@ fn hostile_peer_cannot_crash_an_allocator() {
     println!("hostile peer: {allocs} allocations, {errors} errors; after: {report}");
     assert!(allocs > 0);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

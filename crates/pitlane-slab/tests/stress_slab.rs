@@ -69,3 +69,7 @@ fn threads_running_the_slab_dry() {
     // Fewer objects than the threads want to hold: alloc returns None often.
     run(Config::new(8, 6).with_shards(3), 4, pairs(), 4);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

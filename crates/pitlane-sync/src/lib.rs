@@ -19,3 +19,8 @@ pub mod spin;
 pub mod tagged;
 
 pub use tagged::{Tagged, TaggedIndex};
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
+// allocator.
+#[cfg(all(test, pitlane_alloc_global))]
+extern crate pitlane_alloc;

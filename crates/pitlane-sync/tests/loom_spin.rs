@@ -221,3 +221,7 @@ fn tagged_index_freelist_hands_out_each_entry_once() {
         assert_eq!(seen, [0, 1]);
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

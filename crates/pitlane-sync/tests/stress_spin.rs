@@ -82,3 +82,7 @@ fn tagged_mutexes_protect_data() {
     v.sort();
     assert_eq!(v, (0..THREADS * 1000).collect::<Vec<_>>());
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -22,3 +22,8 @@ pub mod pages;
 #[cfg(unix)]
 pub mod stress;
 pub mod wakers;
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
+// allocator.
+#[cfg(all(test, pitlane_alloc_global))]
+extern crate pitlane_alloc;

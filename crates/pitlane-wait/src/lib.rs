@@ -91,3 +91,8 @@ pub use queue::WaitQueue;
 #[cfg(feature = "alloc")]
 pub use semaphore::OwnedSemaphorePermit;
 pub use semaphore::{AcquireError, Semaphore, SemaphorePermit, TryAcquireError};
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
+// allocator.
+#[cfg(all(test, pitlane_alloc_global))]
+extern crate pitlane_alloc;

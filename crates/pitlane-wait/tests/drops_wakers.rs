@@ -66,3 +66,7 @@ fn semaphore_wakers_are_dropped_on_every_path() {
     }
     assert_eq!(w.live(), 1, "a waker clone leaked or was dropped twice");
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -157,3 +157,7 @@ fn a_semaphore_that_forgets_to_take_is_caught() {
         .unwrap();
     assert!(!report.all_linearizable());
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -185,3 +185,7 @@ fn a_waiter_enqueued_during_notify_waiters_is_drained_or_stays_reachable() {
         assert!(!after.as_mut().enable());
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -137,3 +137,7 @@ fn waiters_are_served_in_fifo_order() {
         assert!(matches!(small.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -450,3 +450,7 @@ fn many_tasks_on_a_multi_thread_runtime() {
         }
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

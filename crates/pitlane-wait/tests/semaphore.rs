@@ -478,3 +478,7 @@ fn two_single_releases_serve_a_two_permit_head_before_a_one_permit_waiter() {
     drop(permit); // now the small one is served
     assert!(matches!(poll(small.as_mut(), &w), Poll::Ready(Ok(_))));
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -190,3 +190,7 @@ fn park_sleeps_until_unparked() {
     // It slept: it did not come back over and over while the other thread slept.
     assert!(returns.load(Ordering::Relaxed) <= 2);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -221,3 +221,7 @@ fn on_tokio_runtime_notify_waiters_wakes_every_registered_task_while_others_regi
             .expect("a task missed a broadcast");
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -10,6 +10,7 @@
 //! | [`sync`] | `sync` | `pitlane-sync` | test-and-set spin locks, an ABA-safe tagged index, the loom shim |
 //! | [`wait`] | `wait` | `pitlane-wait` | the intrusive waiter queue, `Notify` and `Semaphore` as tokio's |
 //! | [`slab`] | `slab` | `pitlane-slab` | a lock-free slab of fixed-size objects, shared between processes through a file, crash-proof |
+//! | [`alloc`] | `alloc` | `pitlane-alloc` | a general-purpose allocator: `#[global_allocator]` on stable, `allocator_api2::Allocator`, owned heaps |
 //!
 //! ```
 //! use pitlane::queue::mpmc::Queue;
@@ -79,7 +80,29 @@ pub use pitlane_slab as slab;
 #[cfg(feature = "wait")]
 pub use pitlane_wait as wait;
 
+/// The general-purpose allocator: thread-local heaps, pages shared through a Bagpipe, memory
+/// given back to the OS after a delay (the `pitlane-alloc` crate).
+///
+/// ```
+/// use pitlane::alloc::allocator_api2::{boxed::Box, vec::Vec};
+/// use pitlane::alloc::{Heap, PitlaneAlloc};
+///
+/// // As the global allocator: `#[global_allocator] static A: PitlaneAlloc = PitlaneAlloc::new();`
+/// let mut v = Vec::new_in(PitlaneAlloc::new());
+/// v.push(1u32);
+/// let heap = Heap::new();
+/// let b = Box::new_in([7u8; 100], &heap);
+/// assert_eq!((v[0], b[99]), (1, 7));
+/// ```
+#[cfg(feature = "alloc")]
+pub use pitlane_alloc as alloc;
+
 /// The README's examples, compiled and run as doctests so that they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
+// allocator (with the `alloc` feature, the re-export above links it already).
+#[cfg(all(test, pitlane_alloc_global, not(feature = "alloc")))]
+extern crate pitlane_alloc;
