@@ -3,7 +3,9 @@
 //! A figure measured while a compiler shared the two cores says little about the structure
 //! under test. The runner reads the kernel's CPU counters before and after each workload
 //! ([`CpuSample::now`]) and turns the difference into a [`Busy`]: the share of the machine's
-//! CPU time that went to other processes, and the share the hypervisor stole. A workload
+//! CPU time that went to other processes, and the share the hypervisor stole. A suite's own
+//! child processes (the slab's processes, the allocators' passes) count as this process once
+//! they have been waited for, which is before the workload's second sample. A workload
 //! measured while more than [`BUSY_LIMIT_PCT`] percent of the machine was busy elsewhere is
 //! marked in the report.
 //!
@@ -24,7 +26,8 @@ pub struct CpuSample {
     pub idle: u64,
     /// Time the hypervisor gave this machine's CPUs to someone else.
     pub steal: u64,
-    /// CPU time of this process, all its threads (user and system).
+    /// CPU time of this process, all its threads (user and system), and of its children that
+    /// have been waited for (a suite's child processes run the suite's own workload).
     pub ours: u64,
     /// The one-minute load average.
     pub load_avg: f64,
@@ -45,9 +48,10 @@ impl CpuSample {
     /// use pitlane_bench::busy::CpuSample;
     ///
     /// let stat = "cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 50 0 25 400 5 0 2 18 0 0\n";
-    /// let own = "4242 (pitlane bench) R 1 2 3 0 -1 0 0 0 0 0 60 20 0 0 20 0 3";
+    /// let own = "4242 (pitlane bench) R 1 2 3 0 -1 0 0 0 0 0 60 20 7 3 20 0 3";
     /// let sample = CpuSample::parse(stat, own, "1.50 0.9 0.5 3/120 4242\n").unwrap();
-    /// assert_eq!((sample.total, sample.idle, sample.steal, sample.ours), (1000, 810, 35, 80));
+    /// // 60 + 20 ticks of its own, 7 + 3 of its children.
+    /// assert_eq!((sample.total, sample.idle, sample.steal, sample.ours), (1000, 810, 35, 90));
     /// assert_eq!(sample.load_avg, 1.5);
     /// ```
     pub fn parse(stat: &str, own: &str, load: &str) -> Option<Self> {
@@ -63,9 +67,10 @@ impl CpuSample {
         // The command name may hold spaces and parentheses: fields are counted after the last ')'.
         let after_name = &own[own.rfind(')')? + 1..];
         let own_fields: Vec<&str> = after_name.split_whitespace().collect();
-        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-        let ours =
-            own_fields.get(11)?.parse::<u64>().ok()? + own_fields.get(12)?.parse::<u64>().ok()?;
+        // utime, stime, cutime and cstime are fields 14 to 17 of the line, 12 to 15 after the
+        // name: this process's time and that of its children it has waited for.
+        let ticks = |i: usize| own_fields.get(i)?.parse::<u64>().ok();
+        let ours = ticks(11)? + ticks(12)? + ticks(13)? + ticks(14)?;
         Some(Self {
             total,
             idle: field(3) + field(4),
