@@ -18,12 +18,14 @@
 //! - `notify_waiters` increments the counter; if waiters are queued it takes the lock and
 //!   drains the queue: every waiter queued before the drain's swap is notified, none after,
 //!   and a stored permit is left as it is. Wakers are woken in batches of 32 with the lock
-//!   released in between. The increment is a read-modify-write (acquire-release), and so is
-//!   a waiter's second read of the counter after its enqueue: the two are ordered on the
-//!   counter, and either the waiter's read comes later and sees the increment, or the
-//!   increment reads from it, so that the waiter's enqueue happens before the broadcast's
-//!   look at the queue, which then sees the waiter. (No sequentially consistent total order
-//!   is relied on, so loom checks this very code.)
+//!   released in between. Between the increment and the look at the queue stands a
+//!   sequentially consistent fence, and so does one between a waiter's enqueue and its second
+//!   read of the counter: whichever fence comes first in their single total order, the other
+//!   side's read sees this side's write, so either the broadcast sees the waiter queued or the
+//!   waiter sees the increment. (Fences, which loom models, rather than sequentially
+//!   consistent accesses, which it models as acquire/release only: loom checks this very
+//!   code. A read-modify-write of the counter in place of the waiter's read also works, but
+//!   costs a contended cache line where the fence costs none.)
 //! - A waiter dropped after it was notified by `notify_one`/`notify_last` but before it
 //!   returned `Ready` passes the notification on (to the next waiter in the same order, or to
 //!   the permit).
@@ -43,7 +45,7 @@ use alloc::sync::Arc;
 
 use crate::queue::{Decision, Locked, Node, NodeStatus, Outcome, WaitQueue};
 use crate::waker_slot::{WakerSlot, poll_queued};
-use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering};
+use pitlane_sync::shim::atomic::{AtomicU8, AtomicUsize, Ordering, fence};
 
 const NO_PERMIT: usize = 0;
 const PERMIT: usize = 1;
@@ -262,9 +264,10 @@ impl Notify {
     /// assert!(b.as_mut().enable());
     /// ```
     pub fn notify_waiters(&self) {
+        self.broadcasts.fetch_add(1, Ordering::SeqCst);
         // Either a waiter's second read of the counter sees this increment, or this look at
-        // the queue sees the waiter queued (see `Wait::poll_wait`).
-        self.broadcasts.fetch_add(1, Ordering::AcqRel);
+        // the queue sees the waiter queued (see the module doc).
+        fence(Ordering::SeqCst);
         if self.queue.is_empty() {
             return;
         }
@@ -368,13 +371,9 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     }
                     Outcome::Enqueued(_) => {
                         this.phase = Phase::Waiting;
-                        // Read again by a read-modify-write, which reads the latest value
-                        // of the counter: if it comes after a `notify_waiters`' increment, it
-                        // sees it; if before, the increment reads from it, so this enqueue
-                        // happens before the broadcaster's look at the queue, which then sees
-                        // this waiter (or its removal by another notifier). Acquire and
-                        // release suffice; no total order of the two sides is needed.
-                        if notify.broadcasts.fetch_add(0, Ordering::AcqRel) != this.broadcasts {
+                        // Pairs with the fence in `notify_waiters` (see the module doc).
+                        fence(Ordering::SeqCst);
+                        if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
                             // A notify_waiters ran between our first read and our enqueue.
                             leave_after_broadcast(notify, node);
                             this.phase = Phase::Done;
