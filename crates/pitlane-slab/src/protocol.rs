@@ -729,6 +729,9 @@ pub(crate) fn resolve<W: Words>(
 
 /// Sets a resolved dead lane idle (unless it changed meanwhile: then it is not ours).
 fn clear<W: Words>(w: &W, d: &DeadLane) {
+    if d.words[0] == IDLE {
+        return;
+    }
     if let Some(lane) = d.lane {
         let _ = w.lane_word(lane, 0).compare_exchange(
             d.words[0],
