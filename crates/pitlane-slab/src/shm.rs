@@ -140,6 +140,10 @@ pub struct RecoverReport {
     pub reclaimed: u32,
     /// Of those, the objects a dead process had in flight (named by its intent records).
     pub in_flight: u32,
+    /// Objects a dead process had in flight that recovery left for a later `recover()`,
+    /// because a live thread's intent record still named them after it waited (a thread
+    /// descheduled in the middle of an alloc or free, or a scribbled record).
+    pub deferred: u32,
     /// Attachment slots held by a live handle (this one included) when recovery ran.
     pub live_slots: u32,
 }
@@ -669,6 +673,7 @@ impl ShmSlab {
         Ok(RecoverReport {
             reclaimed: resolved.reclaimed + owned,
             in_flight: resolved.reclaimed,
+            deferred: resolved.deferred,
             live_slots: self.attached()?.len() as u32,
         })
     }

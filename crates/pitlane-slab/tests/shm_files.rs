@@ -497,6 +497,16 @@ fn sigkilled_process_objects_are_recovered_exactly_once() {
             assert_eq!(ids.len(), HOLD);
             live.push((tag, ids));
         }
+        // What recovery deferred (a survivor descheduled while its record named the object)
+        // it finds now that the survivors are idle; it takes nothing of theirs.
+        let again = slab.recover().unwrap();
+        assert_eq!(again.deferred, 0, "{again:?}");
+        assert_eq!(again.reclaimed, again.in_flight, "{again:?}");
+        assert!(
+            again.in_flight <= recovered.deferred,
+            "{again:?} after {recovered:?}"
+        );
+        in_flight += again.in_flight;
         // The survivors are attached but idle: the slab is quiescent, so check is exact.
         let report = slab.check();
         assert!(report.is_consistent(), "{report}");
