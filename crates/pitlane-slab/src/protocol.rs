@@ -48,7 +48,9 @@
 //! The lanes of a dead process are frozen. For an intent naming object `h` with generation `g`
 //! on shard `s`, recovery (one at a time, under a file lock) *detaches* shard `s` (one
 //! exchange of its head to empty: the detached chain is exactly what was listed on `s` at that
-//! instant, and nobody else can take from it), reads every live lane, and decides:
+//! instant, and nobody else can take from it), waits until no live lane names the object (a
+//! live thread names one only for the few instructions of an alloc or free; after a bounded
+//! wait the dead record is kept for a later recovery: "deferred"), and decides:
 //!
 //! `h` is lost — taken or given back by the dead process and never listed again — if and only
 //! if `h` is not on the detached chain, no live lane names `h`, and its state is still
