@@ -48,7 +48,9 @@
 //! The lanes of a dead process are frozen. For an intent naming object `h` with generation `g`
 //! on shard `s`, recovery (one at a time, under a file lock) *detaches* shard `s` (one
 //! exchange of its head to empty: the detached chain is exactly what was listed on `s` at that
-//! instant, and nobody else can take from it), reads every live lane, and decides:
+//! instant, and nobody else can take from it), waits until no live lane names the object (a
+//! live thread names one only for the few instructions of an alloc or free; after a bounded
+//! wait the dead record is kept for a later recovery: "deferred"), and decides:
 //!
 //! `h` is lost — taken or given back by the dead process and never listed again — if and only
 //! if `h` is not on the detached chain, no live lane names `h`, and its state is still
@@ -524,8 +526,9 @@ impl DeadLane {
 pub(crate) struct Resolved {
     /// Objects put back on a freelist.
     pub(crate) reclaimed: u32,
-    /// Intents found that named an object in flight.
-    pub(crate) intents: u32,
+    /// Dead intents left in place because a live lane still named their object after
+    /// waiting (a descheduled thread, or a scribbled record): a later recovery looks again.
+    pub(crate) deferred: u32,
 }
 
 /// Whether a lane not in `skip` (a live holder's) names object `h` now. Conservative: a
@@ -655,11 +658,10 @@ pub(crate) fn resolve<W: Words>(
         .enumerate()
         .filter_map(|(k, d)| d.intent(shards, capacity).map(|i| (k, i)))
         .collect();
-    let mut done = Resolved {
-        intents: intents.len() as u32,
-        ..Resolved::default()
-    };
+    let mut done = Resolved::default();
     let mut reclaimed: HashSet<u32> = HashSet::new();
+    // Dead records to keep (their object is still named by a live lane).
+    let mut keep: HashSet<usize> = HashSet::new();
     let mut touched: Vec<usize> = intents
         .iter()
         .filter(|(_, i)| i.kind != Kind::Bump)
@@ -677,7 +679,12 @@ pub(crate) fn resolve<W: Words>(
             let h = i.index;
             // A live thread that names `h` may be taking it: wait for it to move on, then
             // read the state (which its claim, made before it moved on, is then in).
-            if listed.contains(&h) || reclaimed.contains(&h) || !wait_unnamed(w, &skip, h) {
+            if listed.contains(&h) || reclaimed.contains(&h) {
+                continue;
+            }
+            if !wait_unnamed(w, &skip, h) {
+                keep.insert(*k);
+                done.deferred += 1;
                 continue;
             }
             let st = w.state(h).load(Ordering::Acquire);
@@ -695,7 +702,7 @@ pub(crate) fn resolve<W: Words>(
             }
         }
         for (k, i) in &intents {
-            if i.shard == s && i.kind != Kind::Bump {
+            if i.shard == s && i.kind != Kind::Bump && !keep.contains(k) {
                 clear(w, &dead[*k]);
             }
         }
@@ -708,10 +715,15 @@ pub(crate) fn resolve<W: Words>(
             continue;
         }
         let h = w.bumped(u64::from(i.index));
-        if u64::from(i.index) < bumped
-            && !reclaimed.contains(&h)
-            && wait_unnamed(w, &skip, h)
-            && w.state(h).load(Ordering::Acquire) == state(0, 0)
+        if u64::from(i.index) >= bumped || reclaimed.contains(&h) {
+            clear(w, &dead[*k]);
+            continue;
+        }
+        if !wait_unnamed(w, &skip, h) {
+            done.deferred += 1;
+            continue;
+        }
+        if w.state(h).load(Ordering::Acquire) == state(0, 0)
             && give_back_unowned(w, mine[1], h as usize % shards, h, state(0, 0))?
         {
             reclaimed.insert(h);
@@ -729,6 +741,9 @@ pub(crate) fn resolve<W: Words>(
 
 /// Sets a resolved dead lane idle (unless it changed meanwhile: then it is not ours).
 fn clear<W: Words>(w: &W, d: &DeadLane) {
+    if d.words[0] == IDLE {
+        return;
+    }
     if let Some(lane) = d.lane {
         let _ = w.lane_word(lane, 0).compare_exchange(
             d.words[0],

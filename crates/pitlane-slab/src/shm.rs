@@ -17,6 +17,24 @@
 //! the reverse. The epoch wraps after 2^23 attachments of one slot; a tag of a holder that many
 //! attachments back looks alive while the slot's current holder is (its objects wait).
 //!
+//! # Truncation by a peer
+//!
+//! A process that may write the file can shrink it (`ftruncate`) at any moment. The pages past
+//! the new end are then gone from every mapping, and the next access to one of them raises
+//! `SIGBUS` in whichever process touches it — for any `MAP_SHARED` file, not only here; a
+//! signal handler cannot unwind out of the access safely, so this crate does not try. What it
+//! does:
+//! - [`ShmSlab::create_memfd`] makes the slab in a memory file whose size is **sealed**
+//!   (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`): the kernel refuses every truncation, so
+//!   the hazard is gone for slabs shared that way ([`ShmSlab::is_sealed`] says which kind a
+//!   handle has).
+//! - [`ShmSlab::open`] refuses a file shorter than its header says
+//!   ([`OpenError::Truncated`]), and [`ShmSlab::recover`] first checks the length again.
+//!
+//! What remains for a slab in a named file (`create`/`open`): a peer that truncates it after
+//! those checks makes the processes that touch the lost pages die of `SIGBUS`. The file's mode
+//! (0600 by default) decides who can; regular files cannot be sealed.
+//!
 //! # Objects in flight
 //!
 //! Each slot has `LANES` intent records, one per thread inside an alloc or free; the
@@ -29,7 +47,7 @@
 use std::fs::File;
 use std::io;
 use std::ops::Deref;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -94,6 +112,13 @@ impl std::ops::DerefMut for ShmSlab {
     }
 }
 
+/// The slab's file, to pass to other processes (see [`ShmSlab::create_memfd`]).
+impl AsFd for ShmSlab {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
 impl Deref for ShmSlab {
     type Target = Slab;
     fn deref(&self) -> &Slab {
@@ -115,6 +140,10 @@ pub struct RecoverReport {
     pub reclaimed: u32,
     /// Of those, the objects a dead process had in flight (named by its intent records).
     pub in_flight: u32,
+    /// Objects a dead process had in flight that recovery left for a later `recover()`,
+    /// because a live thread's intent record still named them after it waited (a thread
+    /// descheduled in the middle of an alloc or free, or a scribbled record).
+    pub deferred: u32,
     /// Attachment slots held by a live handle (this one included) when recovery ran.
     pub live_slots: u32,
 }
@@ -266,6 +295,11 @@ impl ShmSlab {
         }
         // SAFETY: `fd` was just opened and is owned by nothing else.
         let file = unsafe { File::from_raw_fd(fd) };
+        Self::open_file(file, path, expected)
+    }
+
+    /// Validates the slab in `file` and attaches to it.
+    fn open_file(file: File, path: &Path, expected: Option<Config>) -> Result<Self, OpenError> {
         let meta = file.metadata().map_err(OpenError::Io)?;
         if !meta.file_type().is_file() {
             return Err(OpenError::NotASlab);
@@ -306,6 +340,126 @@ impl ShmSlab {
         }
         let region = Region::file(file.as_fd(), geo.len).map_err(OpenError::Io)?;
         Self::attach(Slab::attach(region, geo, 0), file, path)
+    }
+
+    /// Creates a slab in an anonymous memory file (`memfd_create`, named `name` for
+    /// `/proc/*/fd` listings) whose size is **sealed**: no process can shrink or grow it, so
+    /// none can make the others take `SIGBUS` by truncating it (see [`ShmSlab`]). The file has
+    /// no path; share it by its descriptor ([`AsFd`]): a child inherits it across `fork` (and
+    /// `exec`, once close-on-exec is cleared on a duplicate), another process receives it
+    /// over a Unix socket, and each calls [`ShmSlab::open_fd`] to attach with its own slot.
+    ///
+    /// # Errors
+    /// [`OpenError::InvalidConfig`]; [`OpenError::Io`] when the memory file cannot be made or
+    /// sealed.
+    ///
+    /// ```
+    /// use std::os::fd::AsFd;
+    /// let config = pitlane_slab::Config::new(32, 64);
+    /// let slab = pitlane_slab::ShmSlab::create_memfd("sessions", config)?;
+    /// assert!(slab.is_sealed()?);
+    /// let peer = pitlane_slab::ShmSlab::open_fd(slab.as_fd(), config)?;
+    /// assert_ne!(peer.slot(), slab.slot());
+    /// // Truncating the file is refused by the kernel.
+    /// let file = std::fs::File::from(slab.as_fd().try_clone_to_owned()?);
+    /// assert!(file.set_len(0).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_memfd(name: &str, config: Config) -> Result<Self, OpenError> {
+        let geo = Geometry::of(config).map_err(OpenError::InvalidConfig)?;
+        let c = std::ffi::CString::new(name).map_err(|_| {
+            OpenError::Io(io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))
+        })?;
+        // SAFETY: a NUL-terminated name and valid flags.
+        let fd =
+            unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if fd < 0 {
+            return Err(OpenError::Io(io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just made and is owned by nothing else.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(geo.len as u64).map_err(OpenError::Io)?;
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: a valid descriptor of a memory file made with sealing allowed.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(OpenError::Io(io::Error::last_os_error()));
+        }
+        let region = Region::file(file.as_fd(), geo.len).map_err(OpenError::Io)?;
+        let slab = Slab::format(region, geo, 0);
+        let path = PathBuf::from(format!("memfd:{name}"));
+        Self::attach(slab, file, &path)
+    }
+
+    /// Attaches to the slab in the file `fd` refers to (a sealed memory file from
+    /// [`ShmSlab::create_memfd`], inherited or received, or any slab file), after the same
+    /// checks as [`ShmSlab::open`]. The file is reopened (through `/proc/self/fd`), so this
+    /// handle has its own open file description and attachment slot even when `fd` is shared
+    /// with the parent that forked this process.
+    ///
+    /// # Errors
+    /// As [`ShmSlab::open`].
+    ///
+    /// ```
+    /// use std::os::fd::AsFd;
+    /// let config = pitlane_slab::Config::new(8, 4);
+    /// let slab = pitlane_slab::ShmSlab::create_memfd("doc", config)?;
+    /// let id = slab.alloc().unwrap();
+    /// let peer = pitlane_slab::ShmSlab::open_fd(slab.as_fd(), config)?;
+    /// assert_eq!(peer.owner_of(id)?, Some(slab.owner_tag()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_fd(fd: BorrowedFd<'_>, expected: Config) -> Result<Self, OpenError> {
+        let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        let c = cstring(&path)?;
+        // SAFETY: a NUL-terminated path; following this one link is the point (it names the
+        // open file itself, not a path another process could swap).
+        let raw = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if raw < 0 {
+            return Err(OpenError::Io(io::Error::last_os_error()));
+        }
+        // SAFETY: `raw` was just opened and is owned by nothing else.
+        let file = unsafe { File::from_raw_fd(raw) };
+        Self::open_file(file, &path, Some(expected))
+    }
+
+    /// Whether the file's size is sealed against shrinking (a slab from
+    /// [`ShmSlab::create_memfd`]), so that no peer can truncate it.
+    ///
+    /// # Errors
+    /// [`SlabError::Io`] when the query fails.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-seal-{}", std::process::id()));
+    /// let slab = pitlane_slab::ShmSlab::create(&path, pitlane_slab::Config::new(8, 4))?;
+    /// assert!(!slab.is_sealed()?); // an ordinary file cannot be sealed
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_sealed(&self) -> Result<bool, SlabError> {
+        // SAFETY: a valid descriptor; F_GET_SEALS takes no argument.
+        let seals = unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_GET_SEALS) };
+        match seals {
+            s if s >= 0 => Ok(s & libc::F_SEAL_SHRINK != 0),
+            _ => match io::Error::last_os_error().raw_os_error() {
+                // Files that do not support seals.
+                Some(libc::EINVAL) => Ok(false),
+                _ => Err(SlabError::Io(io::Error::last_os_error().kind())),
+            },
+        }
+    }
+
+    /// Fails when the file is now shorter than the slab (a peer truncated it): touching the
+    /// lost pages would raise `SIGBUS`.
+    fn check_len(&self) -> Result<(), SlabError> {
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| SlabError::Io(e.kind()))?
+            .len();
+        if len < self.slab.region_len() as u64 {
+            return Err(SlabError::Corrupt("the file was truncated by a peer"));
+        }
+        Ok(())
     }
 
     /// Takes a free attachment slot and the owner tag that goes with it.
@@ -476,6 +630,7 @@ impl ShmSlab {
     pub fn recover(&self) -> Result<RecoverReport, SlabError> {
         let _one = self.recovering.lock().unwrap_or_else(|e| e.into_inner());
         let _file = RecoveryLock::take(&self.file)?;
+        self.check_len()?;
         let mut dead_slots = Vec::new();
         for slot in 0..MAX_ATTACHED {
             if slot != self.slot && !self.slot_held_by_other(slot)? {
@@ -518,6 +673,7 @@ impl ShmSlab {
         Ok(RecoverReport {
             reclaimed: resolved.reclaimed + owned,
             in_flight: resolved.reclaimed,
+            deferred: resolved.deferred,
             live_slots: self.attached()?.len() as u32,
         })
     }

@@ -219,8 +219,18 @@ impl Slab {
     }
 
     /// A slab in an anonymous shared mapping: a child process forked after this call shares
-    /// the objects (its copy of the handle names the same memory). Crash recovery needs a file
-    /// ([`ShmSlab`](crate::ShmSlab)); here all handles share one owner tag.
+    /// the objects (its copy of the handle names the same memory).
+    ///
+    /// There is no recovery here: a forked child's copy of the handle *is* the parent's
+    /// handle — one owner tag, one home shard numbering, no intent records — so nothing in the
+    /// region tells a dead child's objects from its parent's, and an owner that is a process
+    /// would need a check of the process id at every alloc (a system call) plus a liveness
+    /// test that survives pid reuse. For fork children that may die, use
+    /// [`ShmSlab::create_memfd`](crate::ShmSlab::create_memfd): also nameless and inherited
+    /// across `fork`, but each child calls [`ShmSlab::open_fd`](crate::ShmSlab::open_fd) on
+    /// the inherited descriptor to get its own attachment slot, owner tag and intent
+    /// records, so that [`ShmSlab::recover`](crate::ShmSlab::recover) brings back what a dead
+    /// child held or had in flight.
     ///
     /// # Errors
     /// As [`Slab::heap`].

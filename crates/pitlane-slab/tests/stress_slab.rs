@@ -1,18 +1,44 @@
 //! Stress: threads allocate, stamp, check and free objects; every object carries its holder's
 //! stamp, so a double hand-out or a lost write is caught, and the slab must be whole at the end.
+//! On heap slabs and on file-backed ones (a sealed memory file), whose alloc and free also
+//! write intent records, with a recovery by a second handle running meanwhile.
 #![cfg(not(pitlane_loom))]
 
 use std::sync::atomic::Ordering;
 
-use pitlane_slab::{Config, Slab};
+use pitlane_slab::{Config, ShmSlab, Slab};
 use pitlane_testkit::stress::run_threads;
 
 fn run(config: Config, threads: usize, pairs: u64, hold: usize) {
-    let slab = Slab::heap(config).unwrap();
+    check_under_load(&Slab::heap(config).unwrap(), threads, pairs, hold, None);
+}
+
+fn run_shared(config: Config, threads: usize, pairs: u64, hold: usize) {
+    use std::os::fd::AsFd;
+    let slab = ShmSlab::create_memfd("pitlane-stress", config).unwrap();
+    let recoverer = ShmSlab::open_fd(slab.as_fd(), config).unwrap();
+    check_under_load(&slab, threads, pairs, hold, Some(&recoverer));
+}
+
+/// `threads` threads doing stamped pairs; with `recoverer`, one of them (thread 0) also calls
+/// its `recover()` every 1000 pairs, which must find nothing to take.
+fn check_under_load(
+    slab: &Slab,
+    threads: usize,
+    pairs: u64,
+    hold: usize,
+    recoverer: Option<&ShmSlab>,
+) {
     run_threads(threads, |t| {
         let stamp = t as u64 + 1;
         let mut held = Vec::with_capacity(hold);
         for n in 0..pairs {
+            if t == 0
+                && n % 1000 == 0
+                && let Some(r) = recoverer
+            {
+                assert_eq!(r.recover().unwrap().reclaimed, 0);
+            }
             if held.len() < hold
                 && let Some(id) = slab.alloc()
             {
@@ -62,6 +88,21 @@ fn four_threads_on_eight_shards() {
 #[test]
 fn four_threads_on_one_shard() {
     run(Config::new(8, 64).with_shards(1), 4, pairs(), 8);
+}
+
+#[test]
+fn four_threads_on_a_shared_slab_with_intents_and_recovery() {
+    run_shared(
+        Config::new(64, 256).with_align(8).with_shards(4),
+        4,
+        pairs(),
+        16,
+    );
+}
+
+#[test]
+fn threads_running_a_shared_slab_dry() {
+    run_shared(Config::new(8, 6).with_shards(3), 4, pairs() / 10, 4);
 }
 
 #[test]
