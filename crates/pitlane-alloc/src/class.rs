@@ -21,7 +21,12 @@ pub(crate) const CLASS_SIZES: [u32; CLASSES] = [
 /// How many small size classes there are.
 pub(crate) const CLASSES: usize = 40;
 
-/// The largest small block; bigger requests are mapped on their own.
+/// The largest small block; bigger requests (and those aligned to more than it) are mapped
+/// on their own.
+///
+/// ```
+/// assert_eq!(pitlane_alloc::SMALL_MAX, 16 * 1024);
+/// ```
 pub const SMALL_MAX: usize = 16384;
 
 /// `CLASS_OF_WORDS[(size + 7) / 8]`: the class of a request of `size` bytes with alignment at

@@ -44,8 +44,10 @@
 //! # fork
 //!
 //! `pthread_atfork` handlers take every lock of the allocator before `fork` and release them
-//! after it in both processes; in the child, the heaps held by the parent's other threads
-//! (which do not exist there) are parked, so their memory is reclaimed too.
+//! after it in both processes. Lock-free operations of other threads cut short by the fork
+//! leave the child's structures consistent (each takes effect at one CAS) and at most lose a
+//! page to a pop whose thread is not there. The heaps of the parent's other threads stay held
+//! in the child (one may have been mid-update), so their pages are not reused there.
 
 use core::cell::Cell;
 use core::ptr;
@@ -947,20 +949,12 @@ extern "C" fn after_fork_parent() {
     }
 }
 
-/// After `fork`, in the child: release the locks and park the heaps of the threads that did
-/// not come along.
+/// After `fork`, in the child: release the locks. The heaps of the parent's other threads
+/// (which do not exist in the child) stay held: one of them may have been in the middle of an
+/// update of its lists when the parent forked, so no thread of the child may adopt it. Their
+/// blocks can still be freed (remote frees), but their pages are not reused in the child.
 extern "C" fn after_fork_child() {
     after_fork_parent();
-    let mine = thread_heap();
-    let mut at = REGISTRY.load(Ordering::Acquire);
-    while !at.is_null() {
-        // SAFETY: registry heaps are never freed.
-        let heap = unsafe { &*at };
-        if heap.kind == Kind::Thread && !ptr::eq(at, mine) {
-            heap.held.store(false, Ordering::Release);
-        }
-        at = heap.registry_next.load(Ordering::Acquire);
-    }
 }
 
 /// Gives the calling thread's empty pages to the pool (for `collect`).

@@ -30,6 +30,13 @@ use crate::heap::{self, HeapCore, Kind};
 /// drop(v);
 /// drop(heap); // the leaked megabyte goes back too
 /// ```
+///
+/// A `Heap` cannot be shared between threads (its blocks are freed without atomics):
+///
+/// ```compile_fail
+/// fn shared<T: Sync>(_: &T) {}
+/// shared(&pitlane_alloc::Heap::new());
+/// ```
 pub struct Heap {
     /// The core, or null if none could be made (every allocation then fails).
     core: *mut HeapCore,

@@ -64,7 +64,9 @@ impl Default for PurgePolicy {
 /// The purge policy in force.
 ///
 /// ```
-/// assert!(pitlane_alloc::purge_policy().large_cache_bytes > 0 || true);
+/// let policy = pitlane_alloc::purge_policy();
+/// pitlane_alloc::set_purge_policy(policy);
+/// assert_eq!(pitlane_alloc::purge_policy(), policy);
 /// ```
 pub fn purge_policy() -> PurgePolicy {
     PurgePolicy {

@@ -271,3 +271,79 @@ pub(crate) fn pool_pages() -> (usize, usize) {
         None => (BOOT.size_guess(), 0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU8;
+
+    /// Fresh page numbers for a test (the pages are leaked to it).
+    fn fresh_numbers(count: usize) -> Vec<u32> {
+        (0..count)
+            .map(|_| {
+                let page = segment::fresh_page().expect("a fresh page");
+                // SAFETY: a fresh page is ours alone.
+                unsafe { page.as_ref() }.number.get()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_page_stack_is_lifo_and_reports_empty() {
+        let stack = PageStack::new();
+        assert_eq!(stack.try_pop(), Err(PopError::Empty));
+        let numbers = fresh_numbers(3);
+        for &n in &numbers {
+            assert!(stack.try_push(n).is_ok());
+        }
+        assert_eq!(stack.size_guess(), 3);
+        for &n in numbers.iter().rev() {
+            assert_eq!(stack.try_pop(), Ok(n));
+        }
+        assert_eq!(stack.try_pop(), Err(PopError::Empty));
+        assert_eq!(stack.size_guess(), 0);
+    }
+
+    #[test]
+    fn a_bagpipe_of_page_stacks_loses_and_duplicates_no_page_under_contention() {
+        let pages = 4096;
+        let numbers = fresh_numbers(pages);
+        let first = *numbers.iter().min().unwrap();
+        let last = *numbers.iter().max().unwrap();
+        let bag = Bagpipe::<PageStack>::with_pipes(4).unwrap();
+        let seen: Vec<AtomicU8> = (first..=last).map(|_| AtomicU8::new(0)).collect();
+        // Four threads each push their quarter, popping and pushing back as they go; then
+        // everything is popped once and counted.
+        std::thread::scope(|s| {
+            for chunk in numbers.chunks(pages / 4) {
+                let bag = &bag;
+                s.spawn(move || {
+                    for (i, &n) in chunk.iter().enumerate() {
+                        bag.push(n);
+                        // (A pop may miss while others move pages between pipes: the
+                        // Bagpipe's emptiness is not linearizable, so `None` is allowed.)
+                        if i % 3 == 0
+                            && let Some(back) = bag.pop()
+                        {
+                            bag.push(back);
+                        }
+                    }
+                });
+            }
+        });
+        let mut popped = 0;
+        while let Some(n) = bag.pop() {
+            assert!((first..=last).contains(&n));
+            assert_eq!(
+                seen[(n - first) as usize].fetch_add(1, Ordering::Relaxed),
+                0,
+                "page {n} twice"
+            );
+            popped += 1;
+        }
+        assert_eq!(popped, pages, "pages lost");
+        for &n in &numbers {
+            assert_eq!(seen[(n - first) as usize].load(Ordering::Relaxed), 1);
+        }
+    }
+}

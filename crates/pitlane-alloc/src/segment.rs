@@ -30,7 +30,11 @@ use crate::stats::Counters;
 
 /// Bytes in a segment (and its alignment).
 pub(crate) const SEGMENT_SIZE: usize = 1 << 22;
-/// Bytes in a page.
+/// Bytes in a page: the unit in which heaps own memory, and the pool shares and purges it.
+///
+/// ```
+/// assert_eq!(pitlane_alloc::PAGE_SIZE, 64 * 1024);
+/// ```
 pub const PAGE_SIZE: usize = 1 << 16;
 /// Pages in a segment, the header page included.
 pub(crate) const PAGES_PER_SEGMENT: usize = SEGMENT_SIZE / PAGE_SIZE;
