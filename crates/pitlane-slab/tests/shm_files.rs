@@ -542,10 +542,15 @@ fn hostile_peer_cannot_crash_an_allocator() {
     let dir = Scratch::new("hostile");
     let path = dir.path("s");
     let slab = ShmSlab::create(&path, CONFIG).unwrap();
+    // Objects taken before the peer starts: their frees below run against scribbled words
+    // whatever the peer manages to break first (it may break the freelist before this
+    // process's first allocation under it succeeds).
+    let mut held: Vec<_> = (0..8)
+        .map(|_| slab.try_alloc().unwrap().expect("a fresh slab has room"))
+        .collect();
     let mut peer = spawn_peer("scribbler", &path);
     read_line(&mut peer, "READY");
-    let (mut allocs, mut errors) = (0_u64, 0_u64);
-    let mut held = Vec::new();
+    let (mut allocs, mut frees, mut errors) = (0_u64, 0_u64, 0_u64);
     let until = Instant::now() + Duration::from_millis(1000);
     while Instant::now() < until {
         match slab.try_alloc() {
@@ -561,8 +566,11 @@ fn hostile_peer_cannot_crash_an_allocator() {
             Ok(None) => {}
             Err(_) => errors += 1,
         }
-        if held.len() > 4 && slab.free(held.remove(0)).is_err() {
-            errors += 1;
+        if held.len() > 4 {
+            frees += 1;
+            if slab.free(held.remove(0)).is_err() {
+                errors += 1;
+            }
         }
         let _ = slab.check();
     }
@@ -571,8 +579,10 @@ fn hostile_peer_cannot_crash_an_allocator() {
     // Whatever state the words are in, these calls return.
     let _ = slab.recover();
     let report = slab.check();
-    println!("hostile peer: {allocs} allocations, {errors} errors; after: {report}");
-    assert!(allocs > 0);
+    println!("hostile peer: {allocs} allocations, {frees} frees, {errors} errors; after: {report}");
+    // The allocator was exercised under the peer: at least the objects held from before it
+    // started were freed against its scribbles.
+    assert!(frees >= 4, "only {frees} frees ran");
 }
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
