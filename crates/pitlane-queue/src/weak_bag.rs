@@ -85,6 +85,7 @@ pub trait WeakBag {
     /// WeakBag::push(&queue, 5);
     /// assert_eq!(queue.pop(), Some(5));
     /// ```
+    #[inline]
     fn push(&self, item: Self::Item) {
         retry_push(item, |item| self.try_push(item))
     }
@@ -98,6 +99,7 @@ pub trait WeakBag {
     /// let queue: Queue<u8> = Queue::new();
     /// assert_eq!(WeakBag::pop(&queue), None);
     /// ```
+    #[inline]
     fn pop(&self) -> Option<Self::Item> {
         retry_pop(|| self.try_pop())
     }
@@ -194,6 +196,7 @@ pub trait BagHandle {
     /// BagHandle::push(&stack.handle(), 1);
     /// assert_eq!(stack.pop(), Some(1));
     /// ```
+    #[inline]
     fn push(&self, item: Self::Item) {
         retry_push(item, |item| self.try_push(item))
     }
@@ -207,6 +210,7 @@ pub trait BagHandle {
     /// let stack: Stack<u8> = Stack::new();
     /// assert_eq!(BagHandle::pop(&stack.handle()), None);
     /// ```
+    #[inline]
     fn pop(&self) -> Option<Self::Item> {
         retry_pop(|| self.try_pop())
     }
