@@ -160,6 +160,9 @@ mod imp {
 
 #[cfg(all(test, not(pitlane_loom)))]
 pub(crate) use imp::REFUSE_NEXT;
+// Under loom the eras, the only users of `heavy` and `light` outside this module, give way to
+// pins.
+#[cfg_attr(pitlane_loom, allow(unused_imports))]
 pub(crate) use imp::{asymmetric, heavy, init, light};
 
 /// The fast side's store of `value` into `word` (Release).
