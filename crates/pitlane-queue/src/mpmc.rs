@@ -124,11 +124,13 @@
 //!    takes a tracked value has cleared the item's handle before the first grace period
 //!    starts, as that argument needs.
 //!
-//! When the last grace period has passed, the segment goes back to a pool of the queue (two
-//! segments at most; any more are freed), from which the next link takes it: reusing a segment
-//! costs resetting its state words, not an allocation with fresh pages to fault in and zero. A
-//! queue therefore holds its live segments, up to two spare ones, and the retired ones still in
-//! limbo or in their grace periods. Plain calls do not drive the epoch (only pins collect, every
+//! When the last grace period has passed, the segment goes back to a pool of the queue (a
+//! mebibyte of segments at most, and between 2 and 32 of them: 32 for a `u64` queue's 16 KiB
+//! segments; any more are freed), from which the next link takes it: reusing a segment costs
+//! resetting its state words, not an allocation with fresh pages to fault in and zero.
+//! Segments come back in bursts, which a pool of two could not keep. A queue therefore holds
+//! its live segments, up to a mebibyte of spare ones once it has gone through that many, and
+//! the retired ones still in limbo or in their grace periods. Plain calls do not drive the epoch (only pins collect, every
 //! 128), so each retirement flushes its thread's deferred functions and advances the epoch
 //! itself: one step, or six for segments of 256 KiB or more, which then come back within
 //! about one retirement.
