@@ -7,7 +7,9 @@
 //!
 //! ```sh
 //! cargo build --release -p pitlane-bench --example wait_probe
-//! # WORKLOAD (one, all, unc, single, multi) SUBJECT (pitlane, tokio) ITERATIONS [TASKS] [WORKERS]
+//! # WORKLOAD SUBJECT (pitlane, tokio) ITERATIONS [TASKS] [WORKERS]; WORKLOAD is one, all
+//! # (notify, fixed iterations), wone, wall (notify, the suite's 100 ms window; ITERATIONS
+//! # unused), unc, single, multi (semaphore)
 //! target/release/examples/wait_probe one pitlane 600 50
 //! valgrind --tool=callgrind target/release/examples/wait_probe single pitlane 10000
 //! ```
@@ -165,6 +167,89 @@ fn notify<X: N>(tasks: usize, iters: usize, all: bool, workers: usize) {
     rt.shutdown_background();
 }
 
+/// The suite's `notify_run` (the deadline check on every call as there, a 25 ms untimed
+/// warm-up, a 100 ms timed window), with task bodies that count a wake-up that took more than
+/// one poll (a waiter queued and woken, not one that took the permit) and nothing else: ns
+/// per iteration, `notify_*` calls and such wake-ups per iteration, the notifying thread's
+/// context switches and CPU time.
+fn notify_window<X: N>(tasks: usize, all: bool, workers: usize) {
+    let rt = rt(workers);
+    let n = Arc::new(X::new());
+    let c = Arc::new(AtomicUsize::new(0));
+    // Wake-ups that took more than one poll (the waiter was queued and woken), counted only
+    // when they happen, so that the common path is the suite's.
+    let woken = Arc::new(AtomicUsize::new(0));
+    for _ in 0..tasks {
+        let n = n.clone();
+        let c = c.clone();
+        let woken = woken.clone();
+        rt.spawn(async move {
+            loop {
+                let mut f = std::pin::pin!(n.wait());
+                let mut k = 0_u32;
+                std::future::poll_fn(|cx| {
+                    k += 1;
+                    f.as_mut().poll(cx)
+                })
+                .await;
+                if k > 1 {
+                    woken.fetch_add(1, Ordering::Relaxed);
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    }
+    let calls = std::cell::Cell::new(0u64);
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    let iteration = || {
+        c.store(0, Ordering::SeqCst);
+        loop {
+            if all {
+                n.all()
+            } else {
+                n.one()
+            }
+            calls.set(calls.get() + 1);
+            if c.load(Ordering::SeqCst) >= 500 {
+                break;
+            }
+            // The suite's deadline check, on every call as there.
+            assert!(Instant::now() < deadline, "stuck");
+        }
+    };
+    let run_for = std::time::Duration::from_millis(100);
+    let warm = Instant::now();
+    while warm.elapsed() < run_for / 4 {
+        iteration();
+    }
+    calls.set(0);
+    let ru0 = rusage();
+    let woken0 = woken.load(Ordering::Relaxed);
+    let start = Instant::now();
+    let mut done = 0u64;
+    let el = loop {
+        iteration();
+        done += 1;
+        let el = start.elapsed();
+        if el >= run_for {
+            break el;
+        }
+    };
+    let ru1 = rusage();
+    let woken1 = woken.load(Ordering::Relaxed);
+    println!(
+        "{:.0} ns/iter, {} iters, {:.1} calls/iter, {:.1} woken/iter; M: vol {} invol {} cpu {} ms",
+        el.as_nanos() as f64 / done as f64,
+        done,
+        calls.get() as f64 / done as f64,
+        (woken1 - woken0) as f64 / done as f64,
+        ru1.0 - ru0.0,
+        ru1.1 - ru0.1,
+        (ru1.2 - ru0.2) / 1000
+    );
+    rt.shutdown_background();
+}
+
 fn sem<X: S>(iters: usize, multi: bool, spawn: bool) {
     let rt = if multi {
         rt(6)
@@ -215,6 +300,26 @@ fn main() {
         "one" => notify::<tokio::sync::Notify>(tasks, iters, false, workers),
         "all" if p => notify::<pitlane_wait::Notify>(tasks, iters, true, workers),
         "all" => notify::<tokio::sync::Notify>(tasks, iters, true, workers),
+        // Both subjects in one process, alternating (first one first in even rounds), as the
+        // suite runs them; ITERATIONS is the number of rounds.
+        "seq-one" | "seq-all" => {
+            let all = which == "seq-all";
+            for round in 0..iters {
+                for k in 0..2 {
+                    if (round + k) % 2 == 0 {
+                        print!("pitlane round {round}: ");
+                        notify_window::<pitlane_wait::Notify>(tasks, all, workers);
+                    } else {
+                        print!("tokio   round {round}: ");
+                        notify_window::<tokio::sync::Notify>(tasks, all, workers);
+                    }
+                }
+            }
+        }
+        "wone" if p => notify_window::<pitlane_wait::Notify>(tasks, false, workers),
+        "wone" => notify_window::<tokio::sync::Notify>(tasks, false, workers),
+        "wall" if p => notify_window::<pitlane_wait::Notify>(tasks, true, workers),
+        "wall" => notify_window::<tokio::sync::Notify>(tasks, true, workers),
         "unc" if p => sem::<pitlane_wait::Semaphore>(iters, true, false),
         "unc" => sem::<tokio::sync::Semaphore>(iters, true, false),
         "single" if p => sem::<pitlane_wait::Semaphore>(iters, false, false),

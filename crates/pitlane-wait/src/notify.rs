@@ -13,7 +13,9 @@
 //!   read and its enqueue could not see it, so it leaves the queue and completes (forwarding
 //!   a `notify_one` it may have received meanwhile).
 //! - `notify_one` stores the permit by a compare-and-swap if the queue is empty (a second
-//!   permit is not stored); otherwise it takes the lock and dequeues the first waiter
+//!   permit is not stored, but a stored one is written again, so that every `notify_one`
+//!   happens before the wake-up that takes the permit, as tokio's and `Thread::unpark` do);
+//!   otherwise it takes the lock and dequeues the first waiter
 //!   (`notify_last`: the last one), marks it notified, and wakes it once the lock is released.
 //! - `notify_waiters` increments the counter; if waiters are queued it takes the lock and
 //!   drains the queue: every waiter queued before the drain's swap is notified, none after,
@@ -195,6 +197,10 @@ impl Notify {
     /// Wakes the task that has waited longest, or stores a permit for the next
     /// [`notified`](Notify::notified) to take if no task waits (at most one permit is stored).
     ///
+    /// What the caller wrote before the call is visible to the task it wakes, or to the task
+    /// that takes the permit, even when the permit was stored already (as with
+    /// [`Thread::unpark`](https://doc.rust-lang.org/std/thread/struct.Thread.html#method.unpark)).
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -231,10 +237,17 @@ impl Notify {
 
     #[inline]
     fn notify(&self, how: u8) {
-        // No waiter: store the permit, or find it stored already (the only two states), in
-        // one compare-and-swap.
-        if let Err(None) = self.queue.compare_exchange_state(NO_PERMIT, PERMIT) {
-            self.notify_waiter(how);
+        // No waiter: store the permit by a compare-and-swap from "no permit"; if it is stored
+        // already, write it again (a compare-and-swap from "permit" to "permit"), so that,
+        // as with tokio and `Thread::unpark`, this call happens before the wake-up that takes
+        // the permit even when it coalesces with an earlier one.
+        let mut expected = NO_PERMIT;
+        loop {
+            match self.queue.compare_exchange_state(expected, PERMIT) {
+                Ok(_) => return,
+                Err(Some(state)) => expected = state,
+                Err(None) => return self.notify_waiter(how),
+            }
         }
     }
 

@@ -1,6 +1,8 @@
 //! Loom models of Notify: notify_one against a waiter's enqueue, two waiters, notify_waiters
-//! against a waiter created before it, and a chosen waiter dropped while a notification is
-//! under way (the notification must reach the other waiter or the permit, never vanish).
+//! against a waiter created before it, a chosen waiter dropped while a notification is
+//! under way (the notification must reach the other waiter or the permit, never vanish), and
+//! a notify_one that coalesces with a stored permit (it still happens before the wake-up that
+//! takes the permit).
 #![cfg(pitlane_loom)]
 
 use std::pin::pin;
@@ -9,6 +11,7 @@ use loom::future::block_on;
 use std::sync::Arc as StdArc;
 
 use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
 use pitlane_wait::Notify;
@@ -189,3 +192,36 @@ fn a_waiter_enqueued_during_notify_waiters_is_drained_or_stays_reachable() {
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
+
+#[test]
+fn a_coalesced_notify_one_happens_before_the_wake_up_that_takes_the_permit() {
+    loom::model(|| {
+        let notify = Arc::new(Notify::new());
+        let data = Arc::new(AtomicUsize::new(0));
+        notify.notify_one(); // a permit is stored
+        let notifier = {
+            let notify = notify.clone();
+            let data = data.clone();
+            thread::spawn(move || {
+                data.store(1, Ordering::Relaxed);
+                notify.notify_one();
+            })
+        };
+        let seen = {
+            let mut notified = pin!(notify.notified());
+            assert!(notified.as_mut().enable(), "a permit was stored");
+            data.load(Ordering::Relaxed)
+        };
+        notifier.join().unwrap();
+        // No permit left: the notifier's notify_one coalesced with the permit taken above, so
+        // its write must have been visible when the permit was taken (as with tokio's, whose
+        // notify_one writes NOTIFIED over NOTIFIED for this, and `Thread::unpark`).
+        let mut again = pin!(notify.notified());
+        if !again.as_mut().enable() {
+            assert_eq!(
+                seen, 1,
+                "a coalesced notify_one did not happen before the take"
+            );
+        }
+    });
+}
