@@ -14,9 +14,10 @@
 //! path, which gives the thread a heap: no initialisation check on the fast path.
 //!
 //! Free: the page is found by masking the address (see `segment`); if its owner is the
-//! calling thread's heap, the block is pushed on the page's `free` list. Otherwise it is
-//! pushed on the page's atomic `remote` list with one CAS (Release), whatever thread the
-//! owner is on, or whether that thread still exists.
+//! calling thread's heap, the block is pushed on the page's `free` list. Otherwise it goes to
+//! the page's atomic `remote` list, whatever thread the owner is on, or whether that thread
+//! still exists: held back first in the freeing thread's batch for that page, and pushed
+//! with the rest of the batch in one CAS (Release) (see [`free_remote`]).
 //!
 //! # Full pages and the way back
 //!
@@ -310,61 +311,74 @@ const NO_BATCH: Batch = Batch {
     count: 0,
 };
 
-/// The most remote frees a thread holds back before it publishes them.
+/// The most remote frees a thread holds back for one page before it publishes them.
 const BATCH_MAX: u32 = 64;
 
+/// How many pages a thread holds back remote frees for at once: one slot per page, picked
+/// by the page's place in its segment header, so that the pages of the classes a producer
+/// allocates from (taken one after another, so numbered one after another) get a slot each.
+const BATCH_SLOTS: usize = 16;
+
 thread_local! {
-    /// This thread's held-back remote frees (see [`free_remote`]).
-    static BATCH: Cell<Batch> = const { Cell::new(NO_BATCH) };
-    /// Whether this thread's key destructor is armed (it flushes the batch at exit).
+    /// This thread's held-back remote frees (see [`free_remote`]), by slot.
+    static BATCHES: [Cell<Batch>; BATCH_SLOTS] = const { [const { Cell::new(NO_BATCH) }; BATCH_SLOTS] };
+    /// Whether this thread's key destructor is armed (it flushes the batches at exit).
     static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The batch slot of `page` (descriptors are 128 bytes apart in their segment's header).
+#[inline(always)]
+fn batch_slot(page: *mut Page) -> usize {
+    (page.addr() / core::mem::size_of::<Page>()) % BATCH_SLOTS
 }
 
 /// A free into a page owned by another heap.
 ///
-/// Consecutive remote frees into the same page are chained privately and published together
-/// with one CAS, when the thread frees into another page, after [`BATCH_MAX`] of them, at
-/// [`collect`](crate::collect), or when the thread exits (its key destructor): the
-/// producer/consumer batching the issue asks for. A consumer of a producer's blocks frees
-/// them in the order they were carved, so runs are long; scattered frees publish one by one.
+/// Remote frees into one page are chained privately, in the page's batch slot, and published
+/// together with one CAS: when the thread frees into another page that takes the same slot,
+/// after [`BATCH_MAX`] of them, at [`collect`](crate::collect), or when the thread exits (its
+/// key destructor): the producer/consumer batching the issue asks for. A consumer of a
+/// producer's blocks frees them in the order they were carved, and the producer allocates
+/// each class from one page at a time, so every slot's run is long even when the sizes (and
+/// so the pages) alternate from one free to the next; scattered frees publish more often.
 ///
 /// # Safety
 /// `ptr` is a live small block of `page`.
 #[inline(never)]
 unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
     let block = ptr.cast::<Block>();
-    let batch = BATCH.with(Cell::get);
-    if ptr::eq(batch.page, page) && batch.count < BATCH_MAX {
-        // SAFETY: the block is ours to write; only this thread sees the chain.
-        unsafe { (*block).next = batch.head };
-        BATCH.with(|b| {
-            b.set(Batch {
+    let slot = batch_slot(page);
+    BATCHES.with(|slots| {
+        let cell = &slots[slot];
+        let batch = cell.get();
+        if ptr::eq(batch.page, page) && batch.count < BATCH_MAX {
+            // SAFETY: the block is ours to write; only this thread sees the chain.
+            unsafe { (*block).next = batch.head };
+            cell.set(Batch {
                 head: block,
                 count: batch.count + 1,
                 ..batch
-            })
-        });
-        return;
-    }
-    if !batch.page.is_null() {
-        // SAFETY: a held-back chain of live blocks of `batch.page`.
-        unsafe { publish_remote(batch.page, batch.head, batch.tail) };
-    }
-    if !arm_exit_flush() {
-        BATCH.with(|b| b.set(NO_BATCH));
-        // SAFETY: as promised by the caller.
-        unsafe { publish_remote(page, block, block) };
-        return;
-    }
-    // SAFETY: the block is ours to write.
-    unsafe { (*block).next = ptr::null_mut() };
-    BATCH.with(|b| {
-        b.set(Batch {
+            });
+            return;
+        }
+        if !batch.page.is_null() {
+            // SAFETY: a held-back chain of live blocks of `batch.page`.
+            unsafe { publish_remote(batch.page, batch.head, batch.tail) };
+        }
+        if !arm_exit_flush() {
+            cell.set(NO_BATCH);
+            // SAFETY: as promised by the caller.
+            unsafe { publish_remote(page, block, block) };
+            return;
+        }
+        // SAFETY: the block is ours to write.
+        unsafe { (*block).next = ptr::null_mut() };
+        cell.set(Batch {
             page,
             head: block,
             tail: block,
             count: 1,
-        })
+        });
     });
 }
 
@@ -393,11 +407,15 @@ fn arm_exit_flush_slow() -> bool {
 
 /// Publishes the calling thread's held-back remote frees.
 pub(crate) fn flush_remote() {
-    let batch = BATCH.with(|b| b.replace(NO_BATCH));
-    if !batch.page.is_null() {
-        // SAFETY: a held-back chain of live blocks of `batch.page`.
-        unsafe { publish_remote(batch.page, batch.head, batch.tail) };
-    }
+    BATCHES.with(|slots| {
+        for cell in slots {
+            let batch = cell.replace(NO_BATCH);
+            if !batch.page.is_null() {
+                // SAFETY: a held-back chain of live blocks of `batch.page`.
+                unsafe { publish_remote(batch.page, batch.head, batch.tail) };
+            }
+        }
+    });
 }
 
 /// Pushes the chain `head ..= tail` of blocks of `page` on its `remote` list, and hands the

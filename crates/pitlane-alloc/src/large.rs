@@ -57,13 +57,22 @@ struct Cached {
     base: *mut u8,
     len: usize,
     freed_at: u64,
+    /// The thread (its heap's address, used as a tag only) that freed it last.
+    by: usize,
 }
 
 const NO_RUN: Cached = Cached {
     base: ptr::null_mut(),
     len: 0,
     freed_at: 0,
+    by: 0,
 };
+
+/// The calling thread's tag for [`Cached::by`].
+#[inline]
+fn my_tag() -> usize {
+    crate::heap::thread_heap().addr()
+}
 
 /// The cache of freed large mappings: runs of address space that are mapped (and mostly
 /// resident), ready to serve large blocks without a system call or a page fault. Adjacent runs
@@ -98,18 +107,28 @@ fn runs() -> Runs<'static> {
 
 impl Runs<'_> {
     /// Takes `len` bytes from the front of the smallest run that holds them (the whole run if
-    /// less than [`MIN_SPLIT`] would be left). Returns the base and the length taken.
-    fn take_fit(&mut self, len: usize) -> Option<(*mut u8, usize)> {
+    /// less than [`MIN_SPLIT`] would be left), preferring the runs that thread `tag` freed.
+    /// Returns the base and the length taken.
+    ///
+    /// The preference keeps threads apart: a thread whose block grows (a `Vec` doubling) takes
+    /// the front of the run its previous block left and grows into the rest of it in place;
+    /// were another thread's block carved from the same run right behind it, the growth would
+    /// have to move instead.
+    fn take_fit(&mut self, len: usize, tag: usize) -> Option<(*mut u8, usize)> {
         let mut best: Option<usize> = None;
+        let mut mine: Option<usize> = None;
         for (i, run) in self.runs.iter().enumerate() {
-            if !run.base.is_null()
-                && run.len >= len
-                && best.is_none_or(|b| run.len < self.runs[b].len)
-            {
+            if run.base.is_null() || run.len < len {
+                continue;
+            }
+            if best.is_none_or(|b| run.len < self.runs[b].len) {
                 best = Some(i);
             }
+            if run.by == tag && mine.is_none_or(|m| run.len < self.runs[m].len) {
+                mine = Some(i);
+            }
         }
-        let i = best?;
+        let i = mine.or(best)?;
         Some(self.take_front(i, len))
     }
 
@@ -140,14 +159,16 @@ impl Runs<'_> {
         (run.base, taken)
     }
 
-    /// Adds a run, merged with the runs right before and after it. If no slot is free, or the
-    /// cache would exceed `budget`, the oldest runs are moved to `evicted` (to be unmapped
-    /// once the lock is released); if the run alone exceeds the budget it is evicted itself.
+    /// Adds a run, merged with the runs right before and after it that the same thread freed
+    /// (runs of different threads stay apart, so that each thread finds its own run whole
+    /// again, see [`take_fit`](Self::take_fit)). If no slot is free, or the cache would
+    /// exceed `budget`, the oldest runs are moved to `evicted` (to be unmapped once the lock
+    /// is released); if the run alone exceeds the budget it is evicted itself.
     fn put(&mut self, mut run: Cached, budget: usize, evicted: &mut Evicted) {
         let counters = Counters::get();
         for i in 0..CACHE_SLOTS {
             let other = self.runs[i];
-            if other.base.is_null() {
+            if other.base.is_null() || other.by != run.by {
                 continue;
             }
             if other.base.wrapping_add(other.len) == run.base {
@@ -234,6 +255,7 @@ impl Evicted {
 /// Keeps a freed run for reuse (or unmaps it when the budget says no), then sweeps if due.
 fn cache_put(base: *mut u8, len: usize) {
     let now = os::now_ms();
+    let by = my_tag();
     let mut evicted = Evicted::new();
     {
         let mut runs = runs();
@@ -242,6 +264,7 @@ fn cache_put(base: *mut u8, len: usize) {
                 base,
                 len,
                 freed_at: now,
+                by,
             },
             LARGE_CACHE_BYTES.load(Ordering::Relaxed),
             &mut evicted,
@@ -288,7 +311,8 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         let Some(len) = mapping_len(off, size) else {
             return ptr::null_mut();
         };
-        let taken = runs().take_fit(len);
+        let tag = my_tag();
+        let taken = runs().take_fit(len, tag);
         let (base, len, fresh) = match taken {
             Some((base, taken_len)) => (base, taken_len, false),
             None => match os::map(len) {
@@ -410,7 +434,8 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
     }
     // A cached run that holds the grown block: copy into it (its pages are warm, so neither
     // the copy nor the growth faults), and cache the old mapping.
-    let moved = runs().take_fit(need);
+    let tag = my_tag();
+    let moved = runs().take_fit(need, tag);
     if let Some((new_base, new_len)) = moved {
         // SAFETY: the run is mapped and `new_len >= need > len`, so it holds the old
         // mapping's bytes from `off`; the two do not overlap (the run was not in use).
