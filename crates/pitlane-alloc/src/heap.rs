@@ -363,12 +363,12 @@ unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
         }
         if !batch.page.is_null() {
             // SAFETY: a held-back chain of live blocks of `batch.page`.
-            unsafe { publish_remote(batch.page, batch.head, batch.tail) };
+            unsafe { publish_remote(batch.page, batch.head, batch.tail, batch.count) };
         }
         if !arm_exit_flush() {
             cell.set(NO_BATCH);
             // SAFETY: as promised by the caller.
-            unsafe { publish_remote(page, block, block) };
+            unsafe { publish_remote(page, block, block, 1) };
             return;
         }
         // SAFETY: the block is ours to write.
@@ -412,19 +412,25 @@ pub(crate) fn flush_remote() {
             let batch = cell.replace(NO_BATCH);
             if !batch.page.is_null() {
                 // SAFETY: a held-back chain of live blocks of `batch.page`.
-                unsafe { publish_remote(batch.page, batch.head, batch.tail) };
+                unsafe { publish_remote(batch.page, batch.head, batch.tail, batch.count) };
             }
         }
     });
 }
 
-/// Pushes the chain `head ..= tail` of blocks of `page` on its `remote` list, and hands the
-/// page to its owner if it was full.
+/// Pushes the chain `head ..= tail` of `count` blocks of `page` on its `remote` list, adds
+/// `count` to its `remote_count`, and then hands the page to its owner if it was full.
+///
+/// The count comes after the push: the owner subtracts what it finds in `remote_count` from
+/// `used` when it collects, so a block is counted free only once it is on the list (or already
+/// taken from it), and `used` reaching 0 means every block's publisher is done with the page
+/// (but for the hand-over of a page that was full, which the owner waits for, see the module
+/// documentation).
 ///
 /// # Safety
-/// The chain holds live blocks of `page` that nobody else can reach, linked from `head` to
-/// `tail`.
-unsafe fn publish_remote(page: *mut Page, head: *mut Block, tail: *mut Block) {
+/// The chain holds `count` live blocks of `page` that nobody else can reach, linked from
+/// `head` to `tail`.
+unsafe fn publish_remote(page: *mut Page, head: *mut Block, tail: *mut Block, count: u32) {
     // SAFETY: the descriptor is mapped for the life of the process; the chain is ours to
     // write until the CAS publishes it.
     unsafe {
@@ -437,6 +443,7 @@ unsafe fn publish_remote(page: *mut Page, head: *mut Block, tail: *mut Block) {
                 Err(now) => old = now,
             }
         }
+        (*page).remote_count.fetch_add(count, Ordering::Release);
         if old.addr() & FULL != 0 {
             // We cleared FULL: the page is ours to deliver to its owner. Until the owner
             // drains it, the page cannot leave the owner (our block is still counted used).
@@ -567,29 +574,41 @@ fn release(heap: &HeapCore, page: &Page) {
     pool::release(page);
 }
 
-/// Moves the blocks of the page's `remote` list to its `free` list. Only for pages in a class
-/// list (whose `FULL` bit is clear).
+/// Moves the blocks of the page's `remote` list to its `free` list, and takes the count of
+/// remote frees off `used`. Only for pages in a class list (whose `FULL` bit is clear).
+///
+/// When `free` is empty (the allocation slow path), the list becomes the free list as it is:
+/// the blocks are not walked, so the owner touches each of them only when it hands it out
+/// (a walk would read every block in a row, each most likely a cache miss on a line the
+/// freeing thread wrote). The count comes from `remote_count`, which publishers add to after
+/// their push: it may run ahead of the list (blocks pushed after the swap, counted before
+/// the count's swap), never behind what was handed out, so `used` never underflows; see
+/// [`publish_remote`].
 fn collect(page: &Page) {
-    if page.remote.load(Ordering::Relaxed).is_null() {
+    if page.remote.load(Ordering::Relaxed).is_null()
+        && page.remote_count.load(Ordering::Relaxed) == 0
+    {
         return;
     }
     let list = page.remote.swap(ptr::null_mut(), Ordering::Acquire);
     debug_assert_eq!(list.addr() & FULL, 0);
-    if list.is_null() {
-        return;
-    }
-    let mut count = 1;
-    let mut tail = list;
-    // SAFETY: the blocks of the remote list are free blocks of this page, published by the
-    // Release CAS of each remote free and acquired by the swap.
-    unsafe {
-        while !(*tail).next.is_null() {
-            tail = (*tail).next;
-            count += 1;
+    if !list.is_null() {
+        if page.free.get().is_null() {
+            page.free.set(list);
+        } else {
+            let mut tail = list;
+            // SAFETY: the blocks of the remote list are free blocks of this page, published
+            // by the Release CAS of each remote free and acquired by the swap.
+            unsafe {
+                while !(*tail).next.is_null() {
+                    tail = (*tail).next;
+                }
+                (*tail).next = page.free.get();
+            }
+            page.free.set(list);
         }
-        (*tail).next = page.free.get();
     }
-    page.free.set(list);
+    let count = page.remote_count.swap(0, Ordering::Acquire);
     let used = page.used.load(Ordering::Relaxed) - count;
     page.used.store(used, Ordering::Relaxed);
 }
@@ -627,6 +646,7 @@ fn init_page(heap: &HeapCore, page: &Page, class: usize) {
     page.free.set(ptr::null_mut());
     page.used.store(0, Ordering::Relaxed);
     page.remote.store(ptr::null_mut(), Ordering::Relaxed);
+    page.remote_count.store(0, Ordering::Relaxed);
     page.owner
         .store(core::ptr::from_ref(heap).cast_mut(), Ordering::Release);
     page.next.set(ptr::null_mut());
@@ -921,6 +941,7 @@ pub(crate) unsafe fn release_owned(heap: *mut HeapCore) {
             at = page.next.get();
             page.used.store(0, Ordering::Relaxed);
             page.remote.store(ptr::null_mut(), Ordering::Relaxed);
+            page.remote_count.store(0, Ordering::Relaxed);
             release(heap, page);
         }
     }

@@ -68,10 +68,16 @@ const NO_RUN: Cached = Cached {
     by: 0,
 };
 
-/// The calling thread's tag for [`Cached::by`].
+std::thread_local! {
+    /// A byte whose address tells the threads apart (see [`my_tag`]).
+    static TAG: u8 = const { 0 };
+}
+
+/// The calling thread's tag for [`Cached::by`]: the address of its [`TAG`], distinct among
+/// live threads. (Not its heap: a thread that allocated only large blocks has none yet.)
 #[inline]
 fn my_tag() -> usize {
-    crate::heap::thread_heap().addr()
+    TAG.with(|t| core::ptr::from_ref(t).addr())
 }
 
 /// The cache of freed large mappings: runs of address space that are mapped (and mostly

@@ -98,6 +98,9 @@ pub(crate) struct Page {
     pub(crate) owner: AtomicPtr<HeapCore>,
     /// Blocks freed by threads other than the owner's, and in the low bit the `FULL` flag.
     pub(crate) remote: AtomicPtr<Block>,
+    /// How many blocks remote frees pushed on `remote` that the owner has not yet taken off
+    /// `used` (added after each push; see `heap::collect`).
+    pub(crate) remote_count: AtomicU32,
     /// The link of the owner's list of pages that came back from full (see `heap`).
     pub(crate) delayed_next: AtomicPtr<Page>,
     /// When the page entered the dirty pool (coarse milliseconds).
@@ -129,6 +132,7 @@ impl Page {
             start: Cell::new(ptr::null_mut()),
             owner: AtomicPtr::new(ptr::null_mut()),
             remote: AtomicPtr::new(ptr::null_mut()),
+            remote_count: AtomicU32::new(0),
             delayed_next: AtomicPtr::new(ptr::null_mut()),
             pool_next: AtomicU32::new(0),
             released_at: AtomicU64::new(0),
