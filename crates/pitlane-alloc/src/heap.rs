@@ -385,7 +385,7 @@ unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
 /// Makes sure this thread's key destructor will run (it flushes the batch); `false` if it
 /// cannot (the thread is exiting, or the allocator is not initialised).
 #[inline]
-fn arm_exit_flush() -> bool {
+pub(crate) fn arm_exit_flush() -> bool {
     if ARMED.with(Cell::get) {
         return true;
     }
@@ -828,6 +828,7 @@ fn init_slow() -> bool {
 extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
     EXITING.with(|e| e.set(true));
     flush_remote();
+    crate::large::flush_stash();
     heap_slot::set(empty_heap());
     let heap = heap.cast::<HeapCore>();
     if heap.is_null() || ptr::eq(heap, empty_heap()) {
@@ -999,6 +1000,7 @@ extern "C" fn after_fork_child() {
 /// Gives the calling thread's empty pages to the pool (for `collect`).
 pub(crate) fn tidy_mine() {
     flush_remote();
+    crate::large::flush_stash();
     let heap = thread_heap();
     if !ptr::eq(heap, empty_heap()) {
         // SAFETY: the calling thread holds its heap.

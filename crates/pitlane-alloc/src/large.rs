@@ -15,6 +15,7 @@
 //! kept in a small cache, reused by requests of a similar size and unmapped after the purge
 //! delay (see [`PurgePolicy`](crate::PurgePolicy)).
 
+use core::mem::MaybeUninit;
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -224,23 +225,25 @@ impl Runs<'_> {
     }
 }
 
-/// Runs to unmap after the cache lock is released.
+/// Runs to unmap after the cache lock is released. Left uninitialised past `count`: it is
+/// made on every free of a large block, and zeroing its 2 KiB cost more than the rest of
+/// the free.
 struct Evicted {
-    runs: [Cached; CACHE_SLOTS + 1],
+    runs: [MaybeUninit<Cached>; CACHE_SLOTS + 1],
     count: usize,
 }
 
 impl Evicted {
     fn new() -> Self {
         Self {
-            runs: [NO_RUN; CACHE_SLOTS + 1],
+            runs: [const { MaybeUninit::uninit() }; CACHE_SLOTS + 1],
             count: 0,
         }
     }
 
     fn push(&mut self, run: Cached) {
-        if self.count < self.runs.len() {
-            self.runs[self.count] = run;
+        if let Some(slot) = self.runs.get_mut(self.count) {
+            slot.write(run);
             self.count += 1;
         }
     }
@@ -248,7 +251,9 @@ impl Evicted {
     /// Unmaps them (outside the lock).
     fn unmap(self, count_as_purges: bool) {
         let counters = Counters::get();
-        for run in &self.runs[..self.count] {
+        for slot in &self.runs[..self.count] {
+            // SAFETY: `push` wrote the first `count` slots.
+            let run = unsafe { slot.assume_init_ref() };
             counters.mapped.fetch_sub(run.len, Ordering::Relaxed);
             if count_as_purges {
                 counters.purges.fetch_add(1, Ordering::Relaxed);
@@ -278,6 +283,90 @@ fn cache_put(base: *mut u8, len: usize) {
     }
     evicted.unmap(false);
     crate::pool::maybe_sweep(now);
+}
+
+/// Freed mappings a thread keeps for itself, at most.
+const STASH_SLOTS: usize = 4;
+/// The largest mapping a thread keeps for itself.
+const STASH_MAX_LEN: usize = 1 << 20;
+
+thread_local! {
+    /// The calling thread's stash: mappings of global-heap blocks it freed, which its next
+    /// large blocks take without the cache's lock. Flushed to the cache at
+    /// [`collect`](crate::collect) and at thread exit (the key destructor, which a stash put
+    /// makes sure of); never more than [`STASH_SLOTS`] × [`STASH_MAX_LEN`] per thread.
+    static STASH: [core::cell::Cell<Cached>; STASH_SLOTS] =
+        const { [const { core::cell::Cell::new(NO_RUN) }; STASH_SLOTS] };
+}
+
+/// Keeps the freed mapping `base .. base + len` in the calling thread's stash; `false` if it
+/// does not fit there (too long, stash full, or the thread cannot flush it at exit).
+fn stash_put(base: *mut u8, len: usize) -> bool {
+    if len > STASH_MAX_LEN || !crate::heap::arm_exit_flush() {
+        return false;
+    }
+    let stashed = STASH.with(|slots| {
+        let Some(slot) = slots.iter().find(|s| s.get().base.is_null()) else {
+            return false;
+        };
+        slot.set(Cached {
+            base,
+            len,
+            freed_at: 0,
+            by: 0,
+        });
+        Counters::get()
+            .large_cached
+            .fetch_add(len, Ordering::Relaxed);
+        true
+    });
+    if stashed {
+        // A free of a large block is one of the slow paths that run the due sweeps (else
+        // `cache_put` runs it).
+        crate::pool::maybe_sweep(os::now_ms());
+    }
+    stashed
+}
+
+/// Takes from the calling thread's stash the shortest mapping of at least `len` bytes and at
+/// most twice that (a much longer one would keep its resident tail from better uses).
+fn stash_take(len: usize) -> Option<(*mut u8, usize)> {
+    if len > STASH_MAX_LEN {
+        return None;
+    }
+    STASH.with(|slots| {
+        let mut best: Option<&core::cell::Cell<Cached>> = None;
+        for slot in slots {
+            let run = slot.get();
+            if !run.base.is_null()
+                && run.len >= len
+                && run.len / 2 <= len
+                && best.is_none_or(|b| run.len < b.get().len)
+            {
+                best = Some(slot);
+            }
+        }
+        let run = best?.replace(NO_RUN);
+        Counters::get()
+            .large_cached
+            .fetch_sub(run.len, Ordering::Relaxed);
+        Some((run.base, run.len))
+    })
+}
+
+/// Gives the calling thread's stash to the shared cache (at `collect` and thread exit).
+pub(crate) fn flush_stash() {
+    STASH.with(|slots| {
+        for slot in slots {
+            let run = slot.replace(NO_RUN);
+            if !run.base.is_null() {
+                Counters::get()
+                    .large_cached
+                    .fetch_sub(run.len, Ordering::Relaxed);
+                cache_put(run.base, run.len);
+            }
+        }
+    });
 }
 
 /// Unmaps cached runs older than `delay` ms (all if `force`).
@@ -317,8 +406,10 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         let Some(len) = mapping_len(off, size) else {
             return ptr::null_mut();
         };
-        let tag = my_tag();
-        let taken = runs().take_fit(len, tag);
+        let taken = match stash_take(len) {
+            Some(run) => Some(run),
+            None => runs().take_fit(len, my_tag()),
+        };
         let (base, len, fresh) = match taken {
             Some((base, taken_len)) => (base, taken_len, false),
             None => match os::map(len) {
@@ -392,7 +483,11 @@ pub(crate) unsafe fn free(ptr: *mut u8) {
         .large_in_use
         .fetch_sub(len, Ordering::Relaxed);
     if aligned {
-        cache_put(base, len);
+        // SAFETY: the header says the block was allocated for `owner`.
+        let global = unsafe { (*header).owner.is_null() };
+        if !(global && stash_put(base, len)) {
+            cache_put(base, len);
+        }
     } else {
         Counters::get().mapped.fetch_sub(len, Ordering::Relaxed);
         os::unmap(base, len);
