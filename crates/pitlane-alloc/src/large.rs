@@ -12,8 +12,11 @@
 //! large from its `Layout` (the class function says no small class fits), so it never has to
 //! look the address up. `realloc` grows a block in place when its mapping has room, else moves
 //! it with `mremap` (the kernel moves the page tables; nothing is copied). Freed mappings are
-//! kept in a small cache, reused by requests of a similar size and unmapped after the purge
-//! delay (see [`PurgePolicy`](crate::PurgePolicy)).
+//! kept in a cache of runs of address space shared by all threads (under one lock; each run
+//! tagged with the thread that freed it, which takes its own runs first), reused by later
+//! blocks and unmapped after the purge delay (see [`PurgePolicy`](crate::PurgePolicy)); up
+//! to 4 freed mappings of up to 1 MiB wait first in the freeing thread's own stash, for its
+//! next large blocks, without the lock.
 
 use core::mem::MaybeUninit;
 use core::ptr;
