@@ -14,9 +14,10 @@
 //! path, which gives the thread a heap: no initialisation check on the fast path.
 //!
 //! Free: the page is found by masking the address (see `segment`); if its owner is the
-//! calling thread's heap, the block is pushed on the page's `free` list. Otherwise it is
-//! pushed on the page's atomic `remote` list with one CAS (Release), whatever thread the
-//! owner is on, or whether that thread still exists.
+//! calling thread's heap, the block is pushed on the page's `free` list. Otherwise it goes to
+//! the page's atomic `remote` list, whatever thread the owner is on, or whether that thread
+//! still exists: held back first in the freeing thread's batch for that page, and pushed
+//! with the rest of the batch in one CAS (Release) (see [`free_remote`]).
 //!
 //! # Full pages and the way back
 //!
@@ -310,68 +311,81 @@ const NO_BATCH: Batch = Batch {
     count: 0,
 };
 
-/// The most remote frees a thread holds back before it publishes them.
+/// The most remote frees a thread holds back for one page before it publishes them.
 const BATCH_MAX: u32 = 64;
 
+/// How many pages a thread holds back remote frees for at once: one slot per page, picked
+/// by the page's place in its segment header, so that the pages of the classes a producer
+/// allocates from (taken one after another, so numbered one after another) get a slot each.
+const BATCH_SLOTS: usize = 16;
+
 thread_local! {
-    /// This thread's held-back remote frees (see [`free_remote`]).
-    static BATCH: Cell<Batch> = const { Cell::new(NO_BATCH) };
-    /// Whether this thread's key destructor is armed (it flushes the batch at exit).
+    /// This thread's held-back remote frees (see [`free_remote`]), by slot.
+    static BATCHES: [Cell<Batch>; BATCH_SLOTS] = const { [const { Cell::new(NO_BATCH) }; BATCH_SLOTS] };
+    /// Whether this thread's key destructor is armed (it flushes the batches at exit).
     static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The batch slot of `page` (descriptors are 128 bytes apart in their segment's header).
+#[inline(always)]
+fn batch_slot(page: *mut Page) -> usize {
+    (page.addr() / core::mem::size_of::<Page>()) % BATCH_SLOTS
 }
 
 /// A free into a page owned by another heap.
 ///
-/// Consecutive remote frees into the same page are chained privately and published together
-/// with one CAS, when the thread frees into another page, after [`BATCH_MAX`] of them, at
-/// [`collect`](crate::collect), or when the thread exits (its key destructor): the
-/// producer/consumer batching the issue asks for. A consumer of a producer's blocks frees
-/// them in the order they were carved, so runs are long; scattered frees publish one by one.
+/// Remote frees into one page are chained privately, in the page's batch slot, and published
+/// together with one CAS: when the thread frees into another page that takes the same slot,
+/// after [`BATCH_MAX`] of them, at [`collect`](crate::collect), or when the thread exits (its
+/// key destructor): the producer/consumer batching the issue asks for. A consumer of a
+/// producer's blocks frees them in the order they were carved, and the producer allocates
+/// each class from one page at a time, so every slot's run is long even when the sizes (and
+/// so the pages) alternate from one free to the next; scattered frees publish more often.
 ///
 /// # Safety
 /// `ptr` is a live small block of `page`.
 #[inline(never)]
 unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
     let block = ptr.cast::<Block>();
-    let batch = BATCH.with(Cell::get);
-    if ptr::eq(batch.page, page) && batch.count < BATCH_MAX {
-        // SAFETY: the block is ours to write; only this thread sees the chain.
-        unsafe { (*block).next = batch.head };
-        BATCH.with(|b| {
-            b.set(Batch {
+    let slot = batch_slot(page);
+    BATCHES.with(|slots| {
+        let cell = &slots[slot];
+        let batch = cell.get();
+        if ptr::eq(batch.page, page) && batch.count < BATCH_MAX {
+            // SAFETY: the block is ours to write; only this thread sees the chain.
+            unsafe { (*block).next = batch.head };
+            cell.set(Batch {
                 head: block,
                 count: batch.count + 1,
                 ..batch
-            })
-        });
-        return;
-    }
-    if !batch.page.is_null() {
-        // SAFETY: a held-back chain of live blocks of `batch.page`.
-        unsafe { publish_remote(batch.page, batch.head, batch.tail) };
-    }
-    if !arm_exit_flush() {
-        BATCH.with(|b| b.set(NO_BATCH));
-        // SAFETY: as promised by the caller.
-        unsafe { publish_remote(page, block, block) };
-        return;
-    }
-    // SAFETY: the block is ours to write.
-    unsafe { (*block).next = ptr::null_mut() };
-    BATCH.with(|b| {
-        b.set(Batch {
+            });
+            return;
+        }
+        if !batch.page.is_null() {
+            // SAFETY: a held-back chain of live blocks of `batch.page`.
+            unsafe { publish_remote(batch.page, batch.head, batch.tail, batch.count) };
+        }
+        if !arm_exit_flush() {
+            cell.set(NO_BATCH);
+            // SAFETY: as promised by the caller.
+            unsafe { publish_remote(page, block, block, 1) };
+            return;
+        }
+        // SAFETY: the block is ours to write.
+        unsafe { (*block).next = ptr::null_mut() };
+        cell.set(Batch {
             page,
             head: block,
             tail: block,
             count: 1,
-        })
+        });
     });
 }
 
 /// Makes sure this thread's key destructor will run (it flushes the batch); `false` if it
 /// cannot (the thread is exiting, or the allocator is not initialised).
 #[inline]
-fn arm_exit_flush() -> bool {
+pub(crate) fn arm_exit_flush() -> bool {
     if ARMED.with(Cell::get) {
         return true;
     }
@@ -393,20 +407,30 @@ fn arm_exit_flush_slow() -> bool {
 
 /// Publishes the calling thread's held-back remote frees.
 pub(crate) fn flush_remote() {
-    let batch = BATCH.with(|b| b.replace(NO_BATCH));
-    if !batch.page.is_null() {
-        // SAFETY: a held-back chain of live blocks of `batch.page`.
-        unsafe { publish_remote(batch.page, batch.head, batch.tail) };
-    }
+    BATCHES.with(|slots| {
+        for cell in slots {
+            let batch = cell.replace(NO_BATCH);
+            if !batch.page.is_null() {
+                // SAFETY: a held-back chain of live blocks of `batch.page`.
+                unsafe { publish_remote(batch.page, batch.head, batch.tail, batch.count) };
+            }
+        }
+    });
 }
 
-/// Pushes the chain `head ..= tail` of blocks of `page` on its `remote` list, and hands the
-/// page to its owner if it was full.
+/// Pushes the chain `head ..= tail` of `count` blocks of `page` on its `remote` list, adds
+/// `count` to its `remote_count`, and then hands the page to its owner if it was full.
+///
+/// The count comes after the push: the owner subtracts what it finds in `remote_count` from
+/// `used` when it collects, so a block is counted free only once it is on the list (or already
+/// taken from it), and `used` reaching 0 means every block's publisher is done with the page
+/// (but for the hand-over of a page that was full, which the owner waits for, see the module
+/// documentation).
 ///
 /// # Safety
-/// The chain holds live blocks of `page` that nobody else can reach, linked from `head` to
-/// `tail`.
-unsafe fn publish_remote(page: *mut Page, head: *mut Block, tail: *mut Block) {
+/// The chain holds `count` live blocks of `page` that nobody else can reach, linked from
+/// `head` to `tail`.
+unsafe fn publish_remote(page: *mut Page, head: *mut Block, tail: *mut Block, count: u32) {
     // SAFETY: the descriptor is mapped for the life of the process; the chain is ours to
     // write until the CAS publishes it.
     unsafe {
@@ -419,6 +443,7 @@ unsafe fn publish_remote(page: *mut Page, head: *mut Block, tail: *mut Block) {
                 Err(now) => old = now,
             }
         }
+        (*page).remote_count.fetch_add(count, Ordering::Release);
         if old.addr() & FULL != 0 {
             // We cleared FULL: the page is ours to deliver to its owner. Until the owner
             // drains it, the page cannot leave the owner (our block is still counted used).
@@ -549,29 +574,41 @@ fn release(heap: &HeapCore, page: &Page) {
     pool::release(page);
 }
 
-/// Moves the blocks of the page's `remote` list to its `free` list. Only for pages in a class
-/// list (whose `FULL` bit is clear).
+/// Moves the blocks of the page's `remote` list to its `free` list, and takes the count of
+/// remote frees off `used`. Only for pages in a class list (whose `FULL` bit is clear).
+///
+/// When `free` is empty (the allocation slow path), the list becomes the free list as it is:
+/// the blocks are not walked, so the owner touches each of them only when it hands it out
+/// (a walk would read every block in a row, each most likely a cache miss on a line the
+/// freeing thread wrote). The count comes from `remote_count`, which publishers add to after
+/// their push: it may run ahead of the list (blocks pushed after the swap, counted before
+/// the count's swap), never behind what was handed out, so `used` never underflows; see
+/// [`publish_remote`].
 fn collect(page: &Page) {
-    if page.remote.load(Ordering::Relaxed).is_null() {
+    if page.remote.load(Ordering::Relaxed).is_null()
+        && page.remote_count.load(Ordering::Relaxed) == 0
+    {
         return;
     }
     let list = page.remote.swap(ptr::null_mut(), Ordering::Acquire);
     debug_assert_eq!(list.addr() & FULL, 0);
-    if list.is_null() {
-        return;
-    }
-    let mut count = 1;
-    let mut tail = list;
-    // SAFETY: the blocks of the remote list are free blocks of this page, published by the
-    // Release CAS of each remote free and acquired by the swap.
-    unsafe {
-        while !(*tail).next.is_null() {
-            tail = (*tail).next;
-            count += 1;
+    if !list.is_null() {
+        if page.free.get().is_null() {
+            page.free.set(list);
+        } else {
+            let mut tail = list;
+            // SAFETY: the blocks of the remote list are free blocks of this page, published
+            // by the Release CAS of each remote free and acquired by the swap.
+            unsafe {
+                while !(*tail).next.is_null() {
+                    tail = (*tail).next;
+                }
+                (*tail).next = page.free.get();
+            }
+            page.free.set(list);
         }
-        (*tail).next = page.free.get();
     }
-    page.free.set(list);
+    let count = page.remote_count.swap(0, Ordering::Acquire);
     let used = page.used.load(Ordering::Relaxed) - count;
     page.used.store(used, Ordering::Relaxed);
 }
@@ -609,6 +646,7 @@ fn init_page(heap: &HeapCore, page: &Page, class: usize) {
     page.free.set(ptr::null_mut());
     page.used.store(0, Ordering::Relaxed);
     page.remote.store(ptr::null_mut(), Ordering::Relaxed);
+    page.remote_count.store(0, Ordering::Relaxed);
     page.owner
         .store(core::ptr::from_ref(heap).cast_mut(), Ordering::Release);
     page.next.set(ptr::null_mut());
@@ -790,6 +828,7 @@ fn init_slow() -> bool {
 extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
     EXITING.with(|e| e.set(true));
     flush_remote();
+    crate::large::flush_stash();
     heap_slot::set(empty_heap());
     let heap = heap.cast::<HeapCore>();
     if heap.is_null() || ptr::eq(heap, empty_heap()) {
@@ -903,6 +942,7 @@ pub(crate) unsafe fn release_owned(heap: *mut HeapCore) {
             at = page.next.get();
             page.used.store(0, Ordering::Relaxed);
             page.remote.store(ptr::null_mut(), Ordering::Relaxed);
+            page.remote_count.store(0, Ordering::Relaxed);
             release(heap, page);
         }
     }
@@ -960,6 +1000,7 @@ extern "C" fn after_fork_child() {
 /// Gives the calling thread's empty pages to the pool (for `collect`).
 pub(crate) fn tidy_mine() {
     flush_remote();
+    crate::large::flush_stash();
     let heap = thread_heap();
     if !ptr::eq(heap, empty_heap()) {
         // SAFETY: the calling thread holds its heap.

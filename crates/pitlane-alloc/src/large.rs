@@ -12,9 +12,13 @@
 //! large from its `Layout` (the class function says no small class fits), so it never has to
 //! look the address up. `realloc` grows a block in place when its mapping has room, else moves
 //! it with `mremap` (the kernel moves the page tables; nothing is copied). Freed mappings are
-//! kept in a small cache, reused by requests of a similar size and unmapped after the purge
-//! delay (see [`PurgePolicy`](crate::PurgePolicy)).
+//! kept in a cache of runs of address space shared by all threads (under one lock; each run
+//! tagged with the thread that freed it, which takes its own runs first), reused by later
+//! blocks and unmapped after the purge delay (see [`PurgePolicy`](crate::PurgePolicy)); up
+//! to 4 freed mappings of up to 1 MiB wait first in the freeing thread's own stash, for its
+//! next large blocks, without the lock.
 
+use core::mem::MaybeUninit;
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -57,13 +61,28 @@ struct Cached {
     base: *mut u8,
     len: usize,
     freed_at: u64,
+    /// The thread (its heap's address, used as a tag only) that freed it last.
+    by: usize,
 }
 
 const NO_RUN: Cached = Cached {
     base: ptr::null_mut(),
     len: 0,
     freed_at: 0,
+    by: 0,
 };
+
+std::thread_local! {
+    /// A byte whose address tells the threads apart (see [`my_tag`]).
+    static TAG: u8 = const { 0 };
+}
+
+/// The calling thread's tag for [`Cached::by`]: the address of its [`TAG`], distinct among
+/// live threads. (Not its heap: a thread that allocated only large blocks has none yet.)
+#[inline]
+fn my_tag() -> usize {
+    TAG.with(|t| core::ptr::from_ref(t).addr())
+}
 
 /// The cache of freed large mappings: runs of address space that are mapped (and mostly
 /// resident), ready to serve large blocks without a system call or a page fault. Adjacent runs
@@ -98,18 +117,28 @@ fn runs() -> Runs<'static> {
 
 impl Runs<'_> {
     /// Takes `len` bytes from the front of the smallest run that holds them (the whole run if
-    /// less than [`MIN_SPLIT`] would be left). Returns the base and the length taken.
-    fn take_fit(&mut self, len: usize) -> Option<(*mut u8, usize)> {
+    /// less than [`MIN_SPLIT`] would be left), preferring the runs that thread `tag` freed.
+    /// Returns the base and the length taken.
+    ///
+    /// The preference keeps threads apart: a thread whose block grows (a `Vec` doubling) takes
+    /// the front of the run its previous block left and grows into the rest of it in place;
+    /// were another thread's block carved from the same run right behind it, the growth would
+    /// have to move instead.
+    fn take_fit(&mut self, len: usize, tag: usize) -> Option<(*mut u8, usize)> {
         let mut best: Option<usize> = None;
+        let mut mine: Option<usize> = None;
         for (i, run) in self.runs.iter().enumerate() {
-            if !run.base.is_null()
-                && run.len >= len
-                && best.is_none_or(|b| run.len < self.runs[b].len)
-            {
+            if run.base.is_null() || run.len < len {
+                continue;
+            }
+            if best.is_none_or(|b| run.len < self.runs[b].len) {
                 best = Some(i);
             }
+            if run.by == tag && mine.is_none_or(|m| run.len < self.runs[m].len) {
+                mine = Some(i);
+            }
         }
-        let i = best?;
+        let i = mine.or(best)?;
         Some(self.take_front(i, len))
     }
 
@@ -140,14 +169,16 @@ impl Runs<'_> {
         (run.base, taken)
     }
 
-    /// Adds a run, merged with the runs right before and after it. If no slot is free, or the
-    /// cache would exceed `budget`, the oldest runs are moved to `evicted` (to be unmapped
-    /// once the lock is released); if the run alone exceeds the budget it is evicted itself.
+    /// Adds a run, merged with the runs right before and after it that the same thread freed
+    /// (runs of different threads stay apart, so that each thread finds its own run whole
+    /// again, see [`take_fit`](Self::take_fit)). If no slot is free, or the cache would
+    /// exceed `budget`, the oldest runs are moved to `evicted` (to be unmapped once the lock
+    /// is released); if the run alone exceeds the budget it is evicted itself.
     fn put(&mut self, mut run: Cached, budget: usize, evicted: &mut Evicted) {
         let counters = Counters::get();
         for i in 0..CACHE_SLOTS {
             let other = self.runs[i];
-            if other.base.is_null() {
+            if other.base.is_null() || other.by != run.by {
                 continue;
             }
             if other.base.wrapping_add(other.len) == run.base {
@@ -197,23 +228,25 @@ impl Runs<'_> {
     }
 }
 
-/// Runs to unmap after the cache lock is released.
+/// Runs to unmap after the cache lock is released. Left uninitialised past `count`: it is
+/// made on every free of a large block, and zeroing its 2 KiB cost more than the rest of
+/// the free.
 struct Evicted {
-    runs: [Cached; CACHE_SLOTS + 1],
+    runs: [MaybeUninit<Cached>; CACHE_SLOTS + 1],
     count: usize,
 }
 
 impl Evicted {
     fn new() -> Self {
         Self {
-            runs: [NO_RUN; CACHE_SLOTS + 1],
+            runs: [const { MaybeUninit::uninit() }; CACHE_SLOTS + 1],
             count: 0,
         }
     }
 
     fn push(&mut self, run: Cached) {
-        if self.count < self.runs.len() {
-            self.runs[self.count] = run;
+        if let Some(slot) = self.runs.get_mut(self.count) {
+            slot.write(run);
             self.count += 1;
         }
     }
@@ -221,7 +254,9 @@ impl Evicted {
     /// Unmaps them (outside the lock).
     fn unmap(self, count_as_purges: bool) {
         let counters = Counters::get();
-        for run in &self.runs[..self.count] {
+        for slot in &self.runs[..self.count] {
+            // SAFETY: `push` wrote the first `count` slots.
+            let run = unsafe { slot.assume_init_ref() };
             counters.mapped.fetch_sub(run.len, Ordering::Relaxed);
             if count_as_purges {
                 counters.purges.fetch_add(1, Ordering::Relaxed);
@@ -234,6 +269,7 @@ impl Evicted {
 /// Keeps a freed run for reuse (or unmaps it when the budget says no), then sweeps if due.
 fn cache_put(base: *mut u8, len: usize) {
     let now = os::now_ms();
+    let by = my_tag();
     let mut evicted = Evicted::new();
     {
         let mut runs = runs();
@@ -242,6 +278,7 @@ fn cache_put(base: *mut u8, len: usize) {
                 base,
                 len,
                 freed_at: now,
+                by,
             },
             LARGE_CACHE_BYTES.load(Ordering::Relaxed),
             &mut evicted,
@@ -249,6 +286,90 @@ fn cache_put(base: *mut u8, len: usize) {
     }
     evicted.unmap(false);
     crate::pool::maybe_sweep(now);
+}
+
+/// Freed mappings a thread keeps for itself, at most.
+const STASH_SLOTS: usize = 4;
+/// The largest mapping a thread keeps for itself.
+const STASH_MAX_LEN: usize = 1 << 20;
+
+thread_local! {
+    /// The calling thread's stash: mappings of global-heap blocks it freed, which its next
+    /// large blocks take without the cache's lock. Flushed to the cache at
+    /// [`collect`](crate::collect) and at thread exit (the key destructor, which a stash put
+    /// makes sure of); never more than [`STASH_SLOTS`] × [`STASH_MAX_LEN`] per thread.
+    static STASH: [core::cell::Cell<Cached>; STASH_SLOTS] =
+        const { [const { core::cell::Cell::new(NO_RUN) }; STASH_SLOTS] };
+}
+
+/// Keeps the freed mapping `base .. base + len` in the calling thread's stash; `false` if it
+/// does not fit there (too long, stash full, or the thread cannot flush it at exit).
+fn stash_put(base: *mut u8, len: usize) -> bool {
+    if len > STASH_MAX_LEN || !crate::heap::arm_exit_flush() {
+        return false;
+    }
+    let stashed = STASH.with(|slots| {
+        let Some(slot) = slots.iter().find(|s| s.get().base.is_null()) else {
+            return false;
+        };
+        slot.set(Cached {
+            base,
+            len,
+            freed_at: 0,
+            by: 0,
+        });
+        Counters::get()
+            .large_cached
+            .fetch_add(len, Ordering::Relaxed);
+        true
+    });
+    if stashed {
+        // A free of a large block is one of the slow paths that run the due sweeps (else
+        // `cache_put` runs it).
+        crate::pool::maybe_sweep(os::now_ms());
+    }
+    stashed
+}
+
+/// Takes from the calling thread's stash the shortest mapping of at least `len` bytes and at
+/// most twice that (a much longer one would keep its resident tail from better uses).
+fn stash_take(len: usize) -> Option<(*mut u8, usize)> {
+    if len > STASH_MAX_LEN {
+        return None;
+    }
+    STASH.with(|slots| {
+        let mut best: Option<&core::cell::Cell<Cached>> = None;
+        for slot in slots {
+            let run = slot.get();
+            if !run.base.is_null()
+                && run.len >= len
+                && run.len / 2 <= len
+                && best.is_none_or(|b| run.len < b.get().len)
+            {
+                best = Some(slot);
+            }
+        }
+        let run = best?.replace(NO_RUN);
+        Counters::get()
+            .large_cached
+            .fetch_sub(run.len, Ordering::Relaxed);
+        Some((run.base, run.len))
+    })
+}
+
+/// Gives the calling thread's stash to the shared cache (at `collect` and thread exit).
+pub(crate) fn flush_stash() {
+    STASH.with(|slots| {
+        for slot in slots {
+            let run = slot.replace(NO_RUN);
+            if !run.base.is_null() {
+                Counters::get()
+                    .large_cached
+                    .fetch_sub(run.len, Ordering::Relaxed);
+                cache_put(run.base, run.len);
+            }
+        }
+    });
 }
 
 /// Unmaps cached runs older than `delay` ms (all if `force`).
@@ -288,7 +409,10 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         let Some(len) = mapping_len(off, size) else {
             return ptr::null_mut();
         };
-        let taken = runs().take_fit(len);
+        let taken = match stash_take(len) {
+            Some(run) => Some(run),
+            None => runs().take_fit(len, my_tag()),
+        };
         let (base, len, fresh) = match taken {
             Some((base, taken_len)) => (base, taken_len, false),
             None => match os::map(len) {
@@ -362,7 +486,11 @@ pub(crate) unsafe fn free(ptr: *mut u8) {
         .large_in_use
         .fetch_sub(len, Ordering::Relaxed);
     if aligned {
-        cache_put(base, len);
+        // SAFETY: the header says the block was allocated for `owner`.
+        let global = unsafe { (*header).owner.is_null() };
+        if !(global && stash_put(base, len)) {
+            cache_put(base, len);
+        }
     } else {
         Counters::get().mapped.fetch_sub(len, Ordering::Relaxed);
         os::unmap(base, len);
@@ -410,7 +538,8 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
     }
     // A cached run that holds the grown block: copy into it (its pages are warm, so neither
     // the copy nor the growth faults), and cache the old mapping.
-    let moved = runs().take_fit(need);
+    let tag = my_tag();
+    let moved = runs().take_fit(need, tag);
     if let Some((new_base, new_len)) = moved {
         // SAFETY: the run is mapped and `new_len >= need > len`, so it holds the old
         // mapping's bytes from `off`; the two do not overlap (the run was not in use).

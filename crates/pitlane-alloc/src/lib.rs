@@ -287,6 +287,12 @@ unsafe impl GlobalAlloc for PitlaneAlloc {
 }
 
 // SAFETY: as for `GlobalAlloc`; zero-sized requests get a dangling pointer and no memory.
+//
+// Every method is `#[inline]`, the resizing ones too although they only forward to
+// `resize_in`: a collection's growth path (`Vec::push` → `grow`) is inlined into the
+// collection's loop, and a `grow` that stayed a call would take `&self`, the address of the
+// handle inside the collection, so the collection's length and capacity would have to live
+// in memory instead of registers for the whole loop (a load and a store per `push`).
 unsafe impl Allocator for PitlaneAlloc {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
@@ -320,6 +326,7 @@ unsafe impl Allocator for PitlaneAlloc {
         }
     }
 
+    #[inline]
     unsafe fn grow(
         &self,
         ptr: NonNull<u8>,
@@ -330,6 +337,7 @@ unsafe impl Allocator for PitlaneAlloc {
         unsafe { resize_in(heap::thread_heap(), ptr::null_mut(), ptr, old, new) }
     }
 
+    #[inline]
     unsafe fn grow_zeroed(
         &self,
         ptr: NonNull<u8>,
@@ -349,6 +357,7 @@ unsafe impl Allocator for PitlaneAlloc {
         Ok(grown)
     }
 
+    #[inline]
     unsafe fn shrink(
         &self,
         ptr: NonNull<u8>,

@@ -145,6 +145,7 @@ unsafe impl Allocator for &Heap {
         unsafe { crate::free_in(self.core, ptr.as_ptr(), layout) }
     }
 
+    #[inline]
     unsafe fn grow(
         &self,
         ptr: NonNull<u8>,
@@ -155,6 +156,7 @@ unsafe impl Allocator for &Heap {
         unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }
     }
 
+    #[inline]
     unsafe fn grow_zeroed(
         &self,
         ptr: NonNull<u8>,
@@ -174,6 +176,7 @@ unsafe impl Allocator for &Heap {
         Ok(grown)
     }
 
+    #[inline]
     unsafe fn shrink(
         &self,
         ptr: NonNull<u8>,

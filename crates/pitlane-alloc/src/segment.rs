@@ -64,7 +64,13 @@ pub(crate) enum ListState {
 ///
 /// The `Cell` fields belong to the owner heap: only the thread holding that heap reads or
 /// writes them (a heap is held by one thread at a time, see `heap`). The atomics are shared.
-#[repr(C)]
+///
+/// Two cache lines: the first holds what the owner's fast paths write (`free`, `used`) and
+/// what only the owner or the pool reads; the second what other threads touch on a remote
+/// free (`owner`, read; `remote`, CAS). A remote free therefore never takes the line that
+/// the owner's allocations write, and the owner's allocations never take the line that
+/// remote frees write (it reads `remote` only on its slow path).
+#[repr(C, align(128))]
 pub(crate) struct Page {
     /// Blocks ready to hand out (owner only).
     pub(crate) free: Cell<*mut Block>,
@@ -77,26 +83,32 @@ pub(crate) struct Page {
     pub(crate) reserved: Cell<u32>,
     /// The class of the page's blocks (read by statistics too, hence atomic).
     pub(crate) class: AtomicU32,
-    /// Where the page is in its owner's lists.
-    pub(crate) list: Cell<ListState>,
     /// Neighbours in the owner's list.
     pub(crate) next: Cell<*mut Page>,
     pub(crate) prev: Cell<*mut Page>,
     /// The first byte of the page (set when the segment is made, never changed).
     pub(crate) start: Cell<*mut u8>,
-    /// The heap that owns the page; null while it is in the pool.
+    /// This page's global number.
+    pub(crate) number: Cell<u32>,
+    /// The link of the pool's page stacks: the global number of the next page.
+    pub(crate) pool_next: AtomicU32,
+    /// Where the page is in its owner's lists.
+    pub(crate) list: Cell<ListState>,
+    /// The heap that owns the page; null while it is in the pool. (Second cache line.)
     pub(crate) owner: AtomicPtr<HeapCore>,
     /// Blocks freed by threads other than the owner's, and in the low bit the `FULL` flag.
     pub(crate) remote: AtomicPtr<Block>,
+    /// How many blocks remote frees pushed on `remote` that the owner has not yet taken off
+    /// `used` (added after each push; see `heap::collect`).
+    pub(crate) remote_count: AtomicU32,
     /// The link of the owner's list of pages that came back from full (see `heap`).
     pub(crate) delayed_next: AtomicPtr<Page>,
-    /// The link of the pool's page stacks: the global number of the next page.
-    pub(crate) pool_next: AtomicU32,
     /// When the page entered the dirty pool (coarse milliseconds).
     pub(crate) released_at: AtomicU64,
-    /// This page's global number.
-    pub(crate) number: Cell<u32>,
 }
+
+const _: () = assert!(core::mem::offset_of!(Page, owner) == 64);
+const _: () = assert!(core::mem::size_of::<Page>() == 128);
 
 // SAFETY: the `Cell` fields are only touched by the thread that holds the owner heap (or by
 // the thread that has the page exclusively while it is outside every heap and pool); the
@@ -120,6 +132,7 @@ impl Page {
             start: Cell::new(ptr::null_mut()),
             owner: AtomicPtr::new(ptr::null_mut()),
             remote: AtomicPtr::new(ptr::null_mut()),
+            remote_count: AtomicU32::new(0),
             delayed_next: AtomicPtr::new(ptr::null_mut()),
             pool_next: AtomicU32::new(0),
             released_at: AtomicU64::new(0),
