@@ -15,9 +15,10 @@
 //!   current-thread runtime.
 //!
 //! Correctness inside every run: the wake-up count must reach 500 (a lost wake-up stalls the
-//! run, which then aborts after a deadline, read once every 4096 (`DEADLINE_EVERY`) notify calls so
-//! that the notifying loop stays tokio's: a clock read after every call slows the notifier
-//! enough to change how often a waiter finds a stored permit); the semaphore must hold its permits again at the
+//! run, which then aborts after a deadline, read once every 4096 notify calls,
+//! `DEADLINE_EVERY`, so that the notifying loop stays tokio's: a clock read after every call
+//! slows the notifier enough to change how often a waiter finds a stored permit); the
+//! semaphore must hold its permits again at the
 //! end (for the semaphores that can say how many they hold).
 
 use std::sync::Arc;
