@@ -451,6 +451,19 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
     }
 }
 
+/// How many segments of this size a mebibyte holds, kept within `least ..= most`.
+#[cfg(not(pitlane_loom))]
+const fn segments_in_a_mebibyte<T, const SEGMENT: usize>(least: usize, most: usize) -> usize {
+    let fit = (1 << 20) / size_of::<Segment<T, SEGMENT>>();
+    if fit < least {
+        least
+    } else if fit > most {
+        most
+    } else {
+        fit
+    }
+}
+
 /// How many retired segments a queue can keep for reuse; [`Pool::LIMIT`] says how many of
 /// these places one queue uses.
 #[cfg(not(pitlane_loom))]
@@ -477,16 +490,7 @@ impl<T, const SEGMENT: usize> Pool<T, SEGMENT> {
     /// a pool much smaller than a burst frees most of it and the next links allocate again:
     /// with two places, two threads pushing and popping `u64`s allocated about 80% of their
     /// segments afresh; with this limit, 1-3%.
-    const LIMIT: usize = {
-        let fit = (1 << 20) / size_of::<Segment<T, SEGMENT>>();
-        if fit < 2 {
-            2
-        } else if fit > POOL_SEGMENTS {
-            POOL_SEGMENTS
-        } else {
-            fit
-        }
-    };
+    const LIMIT: usize = segments_in_a_mebibyte::<T, SEGMENT>(2, POOL_SEGMENTS);
 
     /// A spare segment, if the pool holds one; the caller owns it alone.
     #[inline]
@@ -1226,16 +1230,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// process-wide barrier: eight segments, or fewer large ones, so that limbo holds at most
     /// about a mebibyte between attempts (and one segment, however large).
     #[cfg(not(pitlane_loom))]
-    const LIMBO_BATCH: usize = {
-        let fit = (1 << 20) / size_of::<Segment<T, SEGMENT>>();
-        if fit < 1 {
-            1
-        } else if fit > 8 {
-            8
-        } else {
-            fit
-        }
-    };
+    const LIMBO_BATCH: usize = segments_in_a_mebibyte::<T, SEGMENT>(1, 8);
 
     /// Starts the grace periods of every segment in limbo that no plain call can be inside
     /// any more; the others go back to wait for the next attempt. Nothing moves if the
