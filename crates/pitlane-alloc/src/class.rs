@@ -51,7 +51,13 @@ pub(crate) fn class_of_small(size: usize) -> usize {
     debug_assert!(size <= SMALL_MAX);
     // SAFETY (of the index, checked by the table's length in debug builds): `size <=
     // SMALL_MAX` keeps `(size + 7) / 8` within the table.
-    CLASS_OF_WORDS[(size + 7) >> 3] as usize
+    let class = CLASS_OF_WORDS[(size + 7) >> 3] as usize;
+    // SAFETY: the table is immutable and built at compile time from indices of
+    // `CLASS_SIZES` (a class past the last would have failed its const evaluation), so every
+    // entry is below `CLASSES`. Telling the compiler so removes the bounds check of the
+    // heap's page array from the allocation fast path.
+    unsafe { core::hint::assert_unchecked(class < CLASSES) };
+    class
 }
 
 /// The class serving `size` bytes at alignment `align` (a power of two), or `None` if the

@@ -237,13 +237,29 @@ mod heap_slot {
 /// The calling thread holds `heap`, or `heap` is the empty heap.
 #[inline(always)]
 pub(crate) unsafe fn alloc_small(heap: *mut HeapCore, class: usize) -> *mut u8 {
+    // SAFETY: the caller's contract.
+    let block = unsafe { alloc_fast(heap, class) };
+    if block.is_null() {
+        // SAFETY: the caller's contract.
+        return unsafe { alloc_slow(heap, class) };
+    }
+    block
+}
+
+/// The fast path of [`alloc_small`] alone: a block of `class` from `heap`'s current page,
+/// or null when that page has none free (the empty heap's pages never have one).
+///
+/// # Safety
+/// As [`alloc_small`].
+#[inline(always)]
+pub(crate) unsafe fn alloc_fast(heap: *mut HeapCore, class: usize) -> *mut u8 {
     // SAFETY: `heap` is held by this thread (or is the empty heap, whose pages are the empty
     // page, only read here); the page's owner-only fields are this thread's.
     unsafe {
         let page = (*heap).pages[class].get();
         let block = (*page).free.get();
         if block.is_null() {
-            return alloc_slow(heap, class);
+            return ptr::null_mut();
         }
         (*page).free.set((*block).next);
         let used = (*page).used.load(Ordering::Relaxed);
@@ -278,20 +294,56 @@ pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
     }
 }
 
-/// Whether a local free that left `page` empty needs nothing more: the page is the current
-/// one of its class (kept, so that one block allocated and freed in a loop does not move the
-/// page in and out of the pool), in its class list, and the heap is not the orphan heap.
+/// Whether a local free that left `page` empty needs nothing more: see [`kept_when_empty`].
 #[inline(always)]
 unsafe fn keeps_empty(heap: *mut HeapCore, page: *mut Page) -> bool {
     // SAFETY: the caller holds `heap`, which owns `page`.
+    unsafe { (*page).used.load(Ordering::Relaxed) == 0 && kept_when_empty(heap, page) }
+}
+
+/// Whether `page` stays where it is when a local free empties it: it is the current page of
+/// its class (kept, so that one block allocated and freed in a loop does not move the page
+/// in and out of the pool), in its class list, and the heap is not the orphan heap.
+///
+/// # Safety
+/// The calling thread holds `heap`, which owns `page`.
+#[inline(always)]
+unsafe fn kept_when_empty(heap: *mut HeapCore, page: *mut Page) -> bool {
+    // SAFETY: the caller holds `heap`, which owns `page`.
     unsafe {
-        (*page).used.load(Ordering::Relaxed) == 0
-            && (*page).list.get() == ListState::Partial
-            && ptr::eq(
-                (*heap).pages[(*page).class.load(Ordering::Relaxed) as usize].get(),
-                page,
-            )
+        (*page).list.get() == ListState::Partial
+            && (*heap)
+                .pages
+                .get((*page).class.load(Ordering::Relaxed) as usize)
+                .is_some_and(|current| ptr::eq(current.get(), page))
             && (*heap).kind != Kind::Orphan
+    }
+}
+
+/// The fast path of [`free_small`] alone: frees `ptr` when `heap` owns its page and the free
+/// needs nothing more (the page was not full and stays where it is), and says whether it
+/// did; on `false` nothing was done, and [`free_small`] does all of it.
+///
+/// # Safety
+/// As [`free_small`].
+#[inline(always)]
+pub(crate) unsafe fn free_fast(heap: *mut HeapCore, ptr: *mut u8) -> bool {
+    // SAFETY: `ptr` is a small block, so its page descriptor is where `page_of` says; when
+    // `heap` owns the page, its owner-only fields are this thread's.
+    unsafe {
+        let page = crate::segment::page_of(ptr);
+        if (*page).owner.load(Ordering::Relaxed) != heap {
+            return false;
+        }
+        let used = (*page).used.load(Ordering::Relaxed);
+        if (*page).list.get() == ListState::Full || (used == 1 && !kept_when_empty(heap, page)) {
+            return false;
+        }
+        let block = ptr.cast::<Block>();
+        (*block).next = (*page).free.get();
+        (*page).free.set(block);
+        (*page).used.store(used - 1, Ordering::Relaxed);
+        true
     }
 }
 

@@ -99,6 +99,32 @@ pub fn malloc(size: usize, align: usize) -> *mut u8 {
     malloc_aligned(size, align)
 }
 
+/// The fast path of [`malloc`] alone, for a shim that keeps its own fast path free of
+/// calls: a block of `size` bytes (8-aligned, as [`malloc`]'s at alignment 8) from the
+/// calling thread's current page of the size's class, or null when serving it needs more
+/// (a size above [`SMALL_MAX`](crate::SMALL_MAX), an exhausted page, a thread that has no
+/// heap yet). A null says nothing about memory: call [`malloc`] then.
+///
+/// ```
+/// use pitlane_alloc::raw;
+///
+/// let mut block = raw::malloc_fast(24);
+/// if block.is_null() {
+///     block = raw::malloc(24, 8);
+/// }
+/// assert!(!block.is_null());
+/// // SAFETY: a live block of ours.
+/// unsafe { raw::free(block) };
+/// ```
+#[inline(always)]
+pub fn malloc_fast(size: usize) -> *mut u8 {
+    if size > class::SMALL_MAX {
+        return ptr::null_mut();
+    }
+    // SAFETY: the thread heap is the calling thread's.
+    unsafe { heap::alloc_fast(heap::thread_heap(), class::class_of_small(size)) }
+}
+
 /// [`malloc`] for large sizes and alignments above 8.
 #[inline(never)]
 fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
@@ -141,6 +167,32 @@ pub fn calloc(size: usize, align: usize) -> *mut u8 {
 pub unsafe fn free_small(ptr: *mut u8) {
     // SAFETY: a live small block; the thread heap is the calling thread's.
     unsafe { heap::free_small(heap::thread_heap(), ptr) }
+}
+
+/// The fast path of [`free`] alone, for a shim that keeps its own fast path free of calls:
+/// frees `ptr` if it is a small block of a page the calling thread's heap owns and the free
+/// needs nothing more (the page was not full, and does not leave its place when it empties),
+/// and says whether it did. On `false` nothing was done: call [`free`] (or [`owns`] first,
+/// for a pointer that may not be ours). Any pointer outside our segments gives `false`
+/// without being read, null included.
+///
+/// # Safety
+/// `ptr` is null, outside our segments, or a live block of this allocator.
+///
+/// ```
+/// use pitlane_alloc::raw;
+///
+/// let block = raw::malloc(24, 8);
+/// // SAFETY: a live block of ours, freed once.
+/// if !unsafe { raw::free_fast(block) } {
+///     unsafe { raw::free(block) };
+/// }
+/// ```
+#[inline(always)]
+pub unsafe fn free_fast(ptr: *mut u8) -> bool {
+    // SAFETY: inside a segment, by the caller's contract a live small block; the thread heap
+    // is the calling thread's.
+    in_segment(ptr) && unsafe { heap::free_fast(heap::thread_heap(), ptr) }
 }
 
 /// Frees the block at `ptr`.

@@ -16,7 +16,7 @@ use core::ffi::{c_char, c_void};
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use super::{MALLOC_ALIGN, release};
+use super::MALLOC_ALIGN;
 use pitlane_alloc::raw;
 
 type NewHandler = Option<unsafe extern "C-unwind" fn()>;
@@ -59,6 +59,18 @@ static THROW_BAD_ALLOC: Runtime = Runtime::new(b"_ZSt17__throw_bad_allocv\0");
 /// The allocation loop of the throwing forms: `None` means "throw".
 #[inline]
 fn new_or_handle(size: usize, align: usize) -> *mut c_void {
+    if align <= MALLOC_ALIGN {
+        let block = raw::malloc_fast(size);
+        if !block.is_null() {
+            return block.cast();
+        }
+    }
+    new_slow(size, align)
+}
+
+/// `operator new` beyond the fast path, as `malloc_slow` is for `malloc`.
+#[inline(never)]
+fn new_slow(size: usize, align: usize) -> *mut c_void {
     let block = raw::malloc(size, align);
     if !block.is_null() {
         return block.cast();
@@ -121,11 +133,11 @@ fn alignment(align: usize) -> usize {
     align.max(MALLOC_ALIGN)
 }
 
+/// Every `operator delete`: `free`'s fast path, and its slow path as a tail call.
 #[inline]
 fn delete(block: *mut c_void) {
-    if !block.is_null() {
-        release(block);
-    }
+    // SAFETY: as in `free`: by the C++ contract `block` is null or a live block of ours.
+    unsafe { super::free(block) }
 }
 
 macro_rules! throwing_new {

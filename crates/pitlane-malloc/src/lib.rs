@@ -92,6 +92,18 @@ fn allocate(size: usize, align: usize) -> *mut c_void {
 /// None beyond C's: the block is the caller's until it is passed to `free` or `realloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    // The fast path makes no call, so `malloc` needs no stack frame; anything else is a
+    // tail call to `malloc_slow`.
+    let block = raw::malloc_fast(size);
+    if !block.is_null() {
+        return block.cast();
+    }
+    malloc_slow(size)
+}
+
+/// `malloc` beyond the fast path: a new page, a large block, or a failure to report.
+#[inline(never)]
+extern "C" fn malloc_slow(size: usize) -> *mut c_void {
     allocate(size, MALLOC_ALIGN)
 }
 
@@ -101,6 +113,23 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 /// `block` is null or came from this allocator and was not freed since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(block: *mut c_void) {
+    // As in `malloc`: the fast path makes no call, anything else is a tail call.
+    // SAFETY: by the caller's contract `block` is null, or a live block of ours, or (a
+    // misuse `free_fast` tells apart without reading it) a pointer outside our segments.
+    if unsafe { raw::free_fast(block.cast()) } {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { free_slow(block) }
+}
+
+/// `free` beyond the fast path: a null pointer, a block of a page another thread owns or
+/// whose free changes the page's state, a large block, or a foreign pointer.
+///
+/// # Safety
+/// As `free`.
+#[inline(never)]
+unsafe extern "C" fn free_slow(block: *mut c_void) {
     if block.is_null() {
         return;
     }
