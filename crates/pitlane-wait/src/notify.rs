@@ -11,7 +11,10 @@
 //!   compare-and-swap on the tail, it takes a stored permit or enqueues itself. After
 //!   enqueueing it reads the counter again: a `notify_waiters` that ran between its first
 //!   read and its enqueue could not see it, so it leaves the queue and completes (forwarding
-//!   a `notify_one` it may have received meanwhile).
+//!   a `notify_one` it may have received meanwhile). Often that broadcast did see it
+//!   and is draining the queue with the lock held, so the waiter first reads its own status
+//!   a bounded number of times, waiting for the drain to take it out, and takes the lock to
+//!   remove itself only if it is still queued after that.
 //! - `notify_one` stores the permit by a compare-and-swap if the queue is empty (a second
 //!   permit is not stored, but a stored one is written again, so that every `notify_one`
 //!   happens before the wake-up that takes the permit, as tokio's and `Thread::unpark` do);
@@ -421,18 +424,51 @@ impl<N: Deref<Target = Notify>> Wait<N> {
     }
 }
 
+/// How many times a waiter that found a broadcast after it enqueued reads its own status,
+/// waiting for that broadcast's drain to take it out, before it takes the lock to leave (one
+/// under loom, where the wait is a yield).
+const LEAVE_SPINS: u32 = if cfg!(pitlane_loom) { 1 } else { 200 };
+
 /// A waiter enqueued after a broadcast it should have seen leaves the queue; a notification
 /// it got meanwhile from `notify_one`/`notify_last` goes on to another waiter.
+///
+/// The broadcast has often seen the waiter queued (its look at the queue came after the
+/// waiter's enqueue) and is draining it with the lock held: the waiter first waits a little
+/// for that drain to mark it `Dequeued` instead of taking the lock against it. Only the wait
+/// is new; what the waiter does after is what it would do under the lock.
 #[cold]
 fn leave_after_broadcast(notify: &Notify, node: Pin<&Node<Waiter>>) {
-    let mut locked = notify.queue.lock();
-    // SAFETY: the node was enqueued on this queue only.
-    if unsafe { locked.remove(node) } {
-        return;
+    let mut spins = 0;
+    while node.status() != NodeStatus::Dequeued {
+        if spins == LEAVE_SPINS {
+            let mut locked = notify.queue.lock();
+            // SAFETY: the node was enqueued on this queue only.
+            if unsafe { locked.remove(node) } {
+                return;
+            }
+            // Dequeued meanwhile: the remover is done with it (the lock orders its writes).
+            forward(&mut locked, node);
+            return;
+        }
+        pitlane_sync::shim::hint::spin_loop();
+        spins += 1;
     }
+    // `Dequeued` was read with acquire ordering: the remover's write of the notification,
+    // made before it stored `Dequeued` (release), is visible, and it no longer touches the
+    // node.
     let how = node.data().notification.load(Ordering::Relaxed);
     if how == NOTIFIED_FIFO || how == NOTIFIED_LIFO {
+        let mut locked = notify.queue.lock();
         notify_locked(&mut locked, how);
+    }
+}
+
+/// Under the lock, for a dequeued waiter that completes without returning the notification
+/// it got: a `notify_one`/`notify_last` goes on to another waiter (or to the permit).
+fn forward(locked: &mut Locked<'_, Waiter>, node: Pin<&Node<Waiter>>) {
+    let how = node.data().notification.load(Ordering::Relaxed);
+    if how == NOTIFIED_FIFO || how == NOTIFIED_LIFO {
+        notify_locked(locked, how);
     }
 }
 

@@ -709,9 +709,12 @@ impl<T, L, P> fmt::Debug for WaitQueue<T, L, P> {
     }
 }
 
-/// Up to [`WAKE_BATCH`] wakers, woken after the lock is released.
+/// Up to [`WAKE_BATCH`] wakers, woken after the lock is released, in the order they were
+/// collected (tokio's `WakeList` order: the first waiter removed is the first woken).
 struct WakeList {
     wakers: [MaybeUninit<Waker>; WAKE_BATCH],
+    /// Slots `woken..len` hold wakers still to be woken (or dropped).
+    woken: usize,
     len: usize,
 }
 
@@ -720,6 +723,7 @@ impl WakeList {
     fn new() -> Self {
         WakeList {
             wakers: [const { MaybeUninit::uninit() }; WAKE_BATCH],
+            woken: 0,
             len: 0,
         }
     }
@@ -736,24 +740,27 @@ impl WakeList {
         self.len += 1;
     }
 
-    /// Wakes every waker (a panicking waker leaves the rest to `Drop`, which drops them).
+    /// Wakes every waker, first collected first (a panicking waker leaves the rest to
+    /// `Drop`, which drops them).
     fn wake_all(&mut self) {
-        while self.len > 0 {
-            self.len -= 1;
-            // SAFETY: slots below the old `len` are initialized; lowering `len` first hands
-            // this one's ownership to us.
-            let waker = unsafe { self.wakers[self.len].assume_init_read() };
+        while self.woken < self.len {
+            // SAFETY: slots `woken..len` are initialized; raising `woken` first hands this
+            // one's ownership to us.
+            let waker = unsafe { self.wakers[self.woken].assume_init_read() };
+            self.woken += 1;
             waker.wake();
         }
+        self.woken = 0;
+        self.len = 0;
     }
 }
 
 impl Drop for WakeList {
     fn drop(&mut self) {
-        while self.len > 0 {
-            self.len -= 1;
+        while self.woken < self.len {
             // SAFETY: as in `wake_all`.
-            drop(unsafe { self.wakers[self.len].assume_init_read() });
+            drop(unsafe { self.wakers[self.woken].assume_init_read() });
+            self.woken += 1;
         }
     }
 }
@@ -1123,7 +1130,7 @@ impl<T, L: Lock, P: Parker> fmt::Debug for Locked<'_, T, L, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Locked")
             .field("state", &self.state())
-            .field("wakers", &self.wakers.len)
+            .field("wakers", &(self.wakers.len - self.wakers.woken))
             .finish_non_exhaustive()
     }
 }

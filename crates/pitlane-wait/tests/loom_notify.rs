@@ -2,7 +2,8 @@
 //! against a waiter created before it, a chosen waiter dropped while a notification is
 //! under way (the notification must reach the other waiter or the permit, never vanish), and
 //! a notify_one that coalesces with a stored permit (it still happens before the wake-up that
-//! takes the permit).
+//! takes the permit), and a waiter that finds a broadcast after it enqueued while a drain and
+//! a notify_one race to take it out (it waits for its own status before it locks).
 #![cfg(pitlane_loom)]
 
 use std::pin::pin;
@@ -186,6 +187,43 @@ fn a_waiter_enqueued_during_notify_waiters_is_drained_or_stays_reachable() {
         }
         let mut after = pin!(notify.notified());
         assert!(!after.as_mut().enable());
+    });
+}
+
+#[test]
+fn a_waiter_leaving_after_a_broadcast_races_the_drain_and_a_notify_one() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        // Queued first: the head a notify_one takes unless the drain took it already.
+        let mut first = Box::pin(notify.clone().notified_owned());
+        assert!(!first.as_mut().enable());
+        // Created before the broadcast, polled while it and a notify_one run: it may find
+        // the counter moved only after it enqueued, and then be drained, dequeued by the
+        // notify_one (and pass that on), or still queued when it leaves.
+        let late = notify.clone().notified_owned();
+        let broadcaster = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_waiters())
+        };
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_one())
+        };
+        block_on(late);
+        broadcaster.join().unwrap();
+        notifier.join().unwrap();
+        assert!(
+            first.as_mut().enable(),
+            "the first waiter missed the broadcast"
+        );
+        drop(first);
+        // At most one permit, whichever way the notify_one went.
+        let mut a = pin!(notify.notified());
+        let mut b = pin!(notify.notified());
+        assert!(
+            !(a.as_mut().enable() && b.as_mut().enable()),
+            "a notification was duplicated"
+        );
     });
 }
 

@@ -336,6 +336,26 @@ fn notify_waiters_is_atomic_waiters_registering_during_the_wakeups_are_not_woken
 }
 
 #[test]
+fn notify_waiters_wakes_in_the_order_the_waiters_came_like_tokio() {
+    let notify = Notify::new();
+    let woken: Arc<Mutex<Vec<usize>>> = Arc::default();
+    // More than two batches, so that the order holds within and across batches.
+    let mut fs: Vec<Pin<Box<Notified<'_>>>> =
+        (0..70).map(|_| Box::pin(notify.notified())).collect();
+    for (i, f) in fs.iter_mut().enumerate() {
+        let woken = woken.clone();
+        let waker = Waker::from(Arc::new(OnWake(move || woken.lock().unwrap().push(i))));
+        assert!(
+            f.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+    }
+    notify.notify_waiters();
+    assert_eq!(*woken.lock().unwrap(), (0..70).collect::<Vec<_>>());
+}
+
+#[test]
 fn notify_waiters_is_panic_safe() {
     let notify = Notify::new();
     let w = CountingWaker::new();
