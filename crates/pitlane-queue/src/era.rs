@@ -47,7 +47,7 @@
 //! The seat module drops that reference before it gives the seat back, so that no call made
 //! after that (from another thread-local's destructor) writes a word the seat's next holder
 //! owns. Two threads of push+pop pairs on one queue with 1024 items in it went from 0.86–0.91
-//! of the handles' throughput to 0.94–0.95 with this (`docs/notes/plain-calls.md`).
+//! of the handles' throughput to 0.93–0.95 with this (`docs/notes/plain-calls.md`).
 //!
 //! Under loom no thread has a seat, so every call pins (the loom stand-in).
 
