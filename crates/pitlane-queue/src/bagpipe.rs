@@ -876,18 +876,22 @@ impl<B: WeakBag> BagHandle for Handle<'_, B> {
 impl<B: WeakBag> WeakBag for Bagpipe<B> {
     type Item = B::Item;
 
+    #[inline]
     fn try_push(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
         Bagpipe::try_push(self, item)
     }
 
+    #[inline]
     fn try_pop(&self) -> Result<B::Item, PopError> {
         Bagpipe::try_pop(self)
     }
 
+    #[inline]
     fn push(&self, item: B::Item) {
         Bagpipe::push(self, item)
     }
 
+    #[inline]
     fn pop(&self) -> Option<B::Item> {
         Bagpipe::pop(self)
     }

@@ -1629,12 +1629,12 @@ impl<T, const SEGMENT: usize> fmt::Debug for Queue<T, SEGMENT> {
 impl<T, const SEGMENT: usize> WeakBag for Queue<T, SEGMENT> {
     type Item = T;
 
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         Queue::try_push(self, item)
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Result<T, PopError> {
         Queue::try_pop(self)
     }

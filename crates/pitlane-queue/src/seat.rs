@@ -50,8 +50,10 @@ mod map {
             let seat = SEAT.get();
             if seat != NONE {
                 // Later thread-local destructors of this thread find no seat, and cannot take
-                // one (`HELD` is gone): they take the callers' shared paths.
+                // one (`HELD` is gone): they take the callers' shared paths. Nor may they
+                // announce eras in the seat's word, which the next holder will write.
                 SEAT.set(NONE);
+                crate::era::seat_given_back();
                 // Release: our uses of per-seat state happen before the next holder's.
                 TAKEN[seat / 64].fetch_and(!(1 << (seat % 64)), Ordering::Release);
             }
