@@ -123,14 +123,15 @@ fn runs() -> Runs<'static> {
 impl Runs<'_> {
     /// Takes `len` bytes from the front of the smallest run that holds them (the whole run if
     /// less than [`MIN_SPLIT`] would be left), preferring the runs that thread `tag` freed,
-    /// then those of exited threads. What is left of the run is tagged `tag`. Returns the
-    /// base and the length taken.
+    /// then those of exited threads; with `roomiest`, the *longest* of those instead (for a
+    /// block that moves because it grows: it will grow into the rest in place). What is left
+    /// of the run is tagged `tag`. Returns the base and the length taken.
     ///
     /// The preference keeps threads apart: a thread whose block grows (a `Vec` doubling) takes
     /// the front of the run its previous block left and grows into the rest of it in place;
     /// were another thread's block carved from the same run right behind it, the growth would
-    /// have to move instead.
-    fn take_fit(&mut self, len: usize, tag: usize) -> Option<(*mut u8, usize)> {
+    /// have to move instead. Runs of threads still running go by best fit only.
+    fn take_fit(&mut self, len: usize, tag: usize, roomiest: bool) -> Option<(*mut u8, usize)> {
         let mut best: Option<usize> = None;
         let mut mine: Option<usize> = None;
         let mut nobodys: Option<usize> = None;
@@ -138,14 +139,22 @@ impl Runs<'_> {
             if run.base.is_null() || run.len < len {
                 continue;
             }
-            let smaller = |at: Option<usize>| at.is_none_or(|b| run.len < self.runs[b].len);
-            if smaller(best) {
+            let better = |at: Option<usize>, roomiest: bool| {
+                at.is_none_or(|b| {
+                    if roomiest {
+                        run.len > self.runs[b].len
+                    } else {
+                        run.len < self.runs[b].len
+                    }
+                })
+            };
+            if better(best, false) {
                 best = Some(i);
             }
-            if run.by == tag && smaller(mine) {
+            if run.by == tag && better(mine, roomiest) {
                 mine = Some(i);
             }
-            if run.by == NOBODY && smaller(nobodys) {
+            if run.by == NOBODY && better(nobodys, roomiest) {
                 nobodys = Some(i);
             }
         }
@@ -455,7 +464,7 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         };
         let taken = match stash_take(len) {
             Some(run) => Some(run),
-            None => runs().take_fit(len, my_tag()),
+            None => runs().take_fit(len, my_tag(), false),
         };
         let (base, len, fresh) = match taken {
             Some((base, taken_len)) => (base, taken_len, false),
@@ -581,9 +590,11 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
         return ptr;
     }
     // A cached run that holds the grown block: copy into it (its pages are warm, so neither
-    // the copy nor the growth faults), and cache the old mapping.
+    // the copy nor the growth faults), and cache the old mapping. The longest such run of
+    // this thread (or of nobody): a block that grew will likely grow again, into the rest of
+    // the run, in place; the shortest would make it move again at its next growth.
     let tag = my_tag();
-    let moved = runs().take_fit(need, tag);
+    let moved = runs().take_fit(need, tag, true);
     if let Some((new_base, new_len)) = moved {
         // SAFETY: the run is mapped and `new_len >= need > len`, so it holds the old
         // mapping's bytes from `off`; the two do not overlap (the run was not in use).
