@@ -30,7 +30,7 @@ use crate::pool::{PURGE_DELAY_MS, RETAIN_BYTES, RETAIN_MS};
 /// allocating altogether keeps what it freed last until its next slow path or a call to
 /// [`collect`](crate::collect), which gives everything back at once.
 ///
-/// The defaults are `delay_ms` 100, `retain_bytes` 32 MiB, `retain_ms` 10 s and
+/// The defaults are `delay_ms` 100, `retain_bytes` 64 MiB, `retain_ms` 10 s and
 /// `large_cache_bytes` 64 MiB; the environment variables `PITLANE_ALLOC_PURGE_DELAY_MS`,
 /// `PITLANE_ALLOC_RETAIN_MB`, `PITLANE_ALLOC_RETAIN_MS` and `PITLANE_ALLOC_LARGE_CACHE_MB`,
 /// read once at the first allocation, override them, and [`set_purge_policy`] changes them at
@@ -59,8 +59,9 @@ pub struct PurgePolicy {
 impl PurgePolicy {
     /// The default delay: 100 ms.
     pub const DEFAULT_DELAY_MS: u64 = 100;
-    /// The default budget of free memory kept past the delay: 32 MiB.
-    pub const DEFAULT_RETAIN_BYTES: usize = 32 << 20;
+    /// The default budget of free memory kept past the delay: 64 MiB (as much as glibc's
+    /// dynamic trim threshold lets it keep at the top of its heap).
+    pub const DEFAULT_RETAIN_BYTES: usize = 64 << 20;
     /// The default longest time memory is kept under that budget: 10 s.
     pub const DEFAULT_RETAIN_MS: u64 = 10_000;
     /// The default cache of freed large mappings: 64 MiB.
@@ -68,13 +69,13 @@ impl PurgePolicy {
 }
 
 impl Default for PurgePolicy {
-    /// The defaults: `delay_ms` 100, `retain_bytes` 32 MiB, `retain_ms` 10,000,
+    /// The defaults: `delay_ms` 100, `retain_bytes` 64 MiB, `retain_ms` 10,000,
     /// `large_cache_bytes` 64 MiB.
     ///
     /// ```
     /// let p = pitlane_alloc::PurgePolicy::default();
     /// assert_eq!((p.delay_ms, p.large_cache_bytes), (100, 64 << 20));
-    /// assert_eq!((p.retain_bytes, p.retain_ms), (32 << 20, 10_000));
+    /// assert_eq!((p.retain_bytes, p.retain_ms), (64 << 20, 10_000));
     /// ```
     fn default() -> Self {
         Self {
