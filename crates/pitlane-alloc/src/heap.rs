@@ -881,6 +881,7 @@ extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
     EXITING.with(|e| e.set(true));
     flush_remote();
     crate::large::flush_stash();
+    crate::large::disown();
     heap_slot::set(empty_heap());
     let heap = heap.cast::<HeapCore>();
     if heap.is_null() || ptr::eq(heap, empty_heap()) {

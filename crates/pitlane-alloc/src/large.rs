@@ -13,8 +13,9 @@
 //! look the address up. `realloc` grows a block in place when its mapping has room, else moves
 //! it with `mremap` (the kernel moves the page tables; nothing is copied). Freed mappings are
 //! kept in a cache of runs of address space shared by all threads (under one lock; each run
-//! tagged with the thread that freed it, which takes its own runs first), reused by later
-//! blocks and unmapped after the purge delay (see [`PurgePolicy`](crate::PurgePolicy)); up
+//! tagged with the thread that freed it, which takes its own runs first, then those of exited
+//! threads), reused by later
+//! blocks and unmapped by the purge policy (see [`PurgePolicy`](crate::PurgePolicy)); up
 //! to 4 freed mappings of up to 1 MiB wait first in the freeing thread's own stash, for its
 //! next large blocks, without the lock.
 
@@ -25,6 +26,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use crate::heap::HeapCore;
 use crate::lock::SpinLock;
 use crate::os::{self, OS_PAGE};
+use crate::pool::Ages;
 use crate::stats::Counters;
 
 /// Bytes reserved before each large block for its header.
@@ -72,6 +74,9 @@ const NO_RUN: Cached = Cached {
     by: 0,
 };
 
+/// The tag of runs whose thread exited.
+const NOBODY: usize = 0;
+
 std::thread_local! {
     /// A byte whose address tells the threads apart (see [`my_tag`]).
     static TAG: u8 = const { 0 };
@@ -117,47 +122,64 @@ fn runs() -> Runs<'static> {
 
 impl Runs<'_> {
     /// Takes `len` bytes from the front of the smallest run that holds them (the whole run if
-    /// less than [`MIN_SPLIT`] would be left), preferring the runs that thread `tag` freed.
-    /// Returns the base and the length taken.
+    /// less than [`MIN_SPLIT`] would be left), preferring the runs that thread `tag` freed,
+    /// then those of exited threads; with `roomiest`, the *longest* of those instead (for a
+    /// block that moves because it grows: it will grow into the rest in place). What is left
+    /// of the run is tagged `tag`. Returns the base and the length taken.
     ///
     /// The preference keeps threads apart: a thread whose block grows (a `Vec` doubling) takes
     /// the front of the run its previous block left and grows into the rest of it in place;
     /// were another thread's block carved from the same run right behind it, the growth would
-    /// have to move instead.
-    fn take_fit(&mut self, len: usize, tag: usize) -> Option<(*mut u8, usize)> {
+    /// have to move instead. Runs of threads still running go by best fit only.
+    fn take_fit(&mut self, len: usize, tag: usize, roomiest: bool) -> Option<(*mut u8, usize)> {
         let mut best: Option<usize> = None;
         let mut mine: Option<usize> = None;
+        let mut nobodys: Option<usize> = None;
         for (i, run) in self.runs.iter().enumerate() {
             if run.base.is_null() || run.len < len {
                 continue;
             }
-            if best.is_none_or(|b| run.len < self.runs[b].len) {
+            let better = |at: Option<usize>, roomiest: bool| {
+                at.is_none_or(|b| {
+                    if roomiest {
+                        run.len > self.runs[b].len
+                    } else {
+                        run.len < self.runs[b].len
+                    }
+                })
+            };
+            if better(best, false) {
                 best = Some(i);
             }
-            if run.by == tag && mine.is_none_or(|m| run.len < self.runs[m].len) {
+            if run.by == tag && better(mine, roomiest) {
                 mine = Some(i);
             }
+            if run.by == NOBODY && better(nobodys, roomiest) {
+                nobodys = Some(i);
+            }
         }
-        let i = mine.or(best)?;
-        Some(self.take_front(i, len))
+        let i = mine.or(nobodys).or(best)?;
+        Some(self.take_front(i, len, tag))
     }
 
     /// Takes at least `len` bytes from the front of the run that starts at `at`, if there is
     /// one that long.
-    fn take_at(&mut self, at: *mut u8, len: usize) -> Option<usize> {
+    fn take_at(&mut self, at: *mut u8, len: usize, tag: usize) -> Option<usize> {
         let i = self
             .runs
             .iter()
             .position(|run| !run.base.is_null() && run.base == at && run.len >= len)?;
-        Some(self.take_front(i, len).1)
+        Some(self.take_front(i, len, tag).1)
     }
 
-    fn take_front(&mut self, i: usize, len: usize) -> (*mut u8, usize) {
+    /// Takes `len` bytes from the front of run `i`; the rest (if kept) is tagged `tag`.
+    fn take_front(&mut self, i: usize, len: usize, tag: usize) -> (*mut u8, usize) {
         let run = self.runs[i];
         let taken = if run.len - len >= MIN_SPLIT {
             // SAFETY: `len < run.len`: the rest of the run is still inside it.
             self.runs[i].base = unsafe { run.base.add(len) };
             self.runs[i].len = run.len - len;
+            self.runs[i].by = tag;
             len
         } else {
             self.runs[i] = NO_RUN;
@@ -268,6 +290,9 @@ impl Evicted {
 
 /// Keeps a freed run for reuse (or unmaps it when the budget says no), then sweeps if due.
 fn cache_put(base: *mut u8, len: usize) {
+    // Arms the thread's exit destructor, which disowns the thread's runs (if the thread is
+    // already exiting, its runs stay under its tag, taken last by others).
+    crate::heap::arm_exit_flush();
     let now = os::now_ms();
     let by = my_tag();
     let mut evicted = Evicted::new();
@@ -372,21 +397,49 @@ pub(crate) fn flush_stash() {
     });
 }
 
-/// Unmaps cached runs older than `delay` ms (all if `force`).
-pub(crate) fn sweep(now: u64, delay: u64, force: bool) {
+/// Unmaps the cached runs that the policy gives back: those [`Ages::give_back`] says go,
+/// oldest first (see [`PurgePolicy`](crate::PurgePolicy)).
+pub(crate) fn sweep(ages: &Ages, excess: &mut usize) {
     let mut evicted = Evicted::new();
     {
         let runs = runs();
         let counters = Counters::get();
-        for run in runs.runs.iter_mut() {
-            if !run.base.is_null() && (force || now.saturating_sub(run.freed_at) >= delay) {
-                evicted.push(*run);
-                counters.large_cached.fetch_sub(run.len, Ordering::Relaxed);
-                *run = NO_RUN;
+        loop {
+            let oldest = runs
+                .runs
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| !r.base.is_null())
+                .min_by_key(|(_, r)| r.freed_at)
+                .map(|(i, _)| i);
+            let Some(i) = oldest else {
+                break;
+            };
+            let run = runs.runs[i];
+            if !ages.give_back(run.freed_at, run.len, excess) {
+                // Younger runs are kept too (a run kept for its age keeps the younger ones;
+                // one kept for the budget leaves the budget at 0 for them).
+                break;
             }
+            evicted.push(run);
+            counters.large_cached.fetch_sub(run.len, Ordering::Relaxed);
+            runs.runs[i] = NO_RUN;
         }
     }
     evicted.unmap(true);
+}
+
+/// Marks the calling thread's cached runs as nobody's (at thread exit), so that another
+/// thread that happens to get the same tag later does not take them for its own, and any
+/// thread takes them before the runs of threads still running (see [`Runs::take_fit`]).
+pub(crate) fn disown() {
+    let tag = my_tag();
+    let runs = runs();
+    for run in runs.runs.iter_mut() {
+        if !run.base.is_null() && run.by == tag {
+            run.by = NOBODY;
+        }
+    }
 }
 
 /// Where the block starts in a mapping whose base is page-aligned, for `align <= OS_PAGE`.
@@ -411,7 +464,7 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         };
         let taken = match stash_take(len) {
             Some(run) => Some(run),
-            None => runs().take_fit(len, my_tag()),
+            None => runs().take_fit(len, my_tag(), false),
         };
         let (base, len, fresh) = match taken {
             Some((base, taken_len)) => (base, taken_len, false),
@@ -529,7 +582,7 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     // A cached run right after the mapping: grow in place, no system call.
-    let taken = runs().take_at(base.wrapping_add(len), need - len);
+    let taken = runs().take_at(base.wrapping_add(len), need - len, my_tag());
     if let Some(extra) = taken {
         // SAFETY: the header is ours.
         unsafe { (*header).len = len + extra };
@@ -537,9 +590,11 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
         return ptr;
     }
     // A cached run that holds the grown block: copy into it (its pages are warm, so neither
-    // the copy nor the growth faults), and cache the old mapping.
+    // the copy nor the growth faults), and cache the old mapping. The longest such run of
+    // this thread (or of nobody): a block that grew will likely grow again, into the rest of
+    // the run, in place; the shortest would make it move again at its next growth.
     let tag = my_tag();
-    let moved = runs().take_fit(need, tag);
+    let moved = runs().take_fit(need, tag, true);
     if let Some((new_base, new_len)) = moved {
         // SAFETY: the run is mapped and `new_len >= need > len`, so it holds the old
         // mapping's bytes from `off`; the two do not overlap (the run was not in use).

@@ -3,31 +3,44 @@
 use core::sync::atomic::Ordering;
 
 use crate::large::LARGE_CACHE_BYTES;
-use crate::pool::PURGE_DELAY_MS;
+use crate::pool::{PURGE_DELAY_MS, RETAIN_BYTES, RETAIN_MS};
 
 /// When the allocator gives free memory back to the OS.
 ///
-/// - A 64 KiB page that holds no block is kept *dirty* (its memory still mapped, ready for
-///   reuse without page faults) for `delay_ms`, then purged with `madvise(MADV_DONTNEED)`:
-///   its memory goes back to the OS at once, its address range stays reserved.
-/// - A freed large block (over 16 KiB) is kept, whole, for reuse by a later large request of a
-///   similar size, for `delay_ms`, then unmapped; at most `large_cache_bytes` of them are kept
-///   (the oldest are unmapped first when a new one would exceed that).
+/// Free memory is of two kinds: 64 KiB pages that hold no block (*dirty*: their memory still
+/// mapped and resident, ready for reuse without page faults), and freed large blocks (over
+/// 16 KiB), kept whole as runs of mapped address space for later large requests.
+///
+/// - For `delay_ms` after it was freed, free memory is always kept.
+/// - Past `delay_ms`, it is given back — a page purged with `madvise(MADV_DONTNEED)` (its
+///   memory back to the OS at once, its address range still reserved), a large run
+///   unmapped — until the free memory still held, of every age, is at most `retain_bytes`.
+///   Large runs go oldest first, then dirty pages (in the pool's order).
+/// - Past `retain_ms` (or `delay_ms` if that is longer), it is given back whatever the budget.
+/// - At most `large_cache_bytes` of large runs are kept at any time (the oldest are unmapped
+///   first when a new one would exceed that).
+///
+/// So a program that frees a lot gives all but `retain_bytes` back after `delay_ms`, and the
+/// rest after `retain_ms`; one that frees and allocates again in bursts (a server between
+/// requests, a loop of phases) finds up to `retain_bytes` still mapped at its next burst
+/// instead of faulting it in again. `retain_bytes: 0` purges everything after `delay_ms`.
 ///
 /// There is no background thread: the clock is checked on the allocator's slow paths (a page
 /// released, a large block freed), at most every `delay_ms / 2`. A process that stops
 /// allocating altogether keeps what it freed last until its next slow path or a call to
-/// [`collect`](crate::collect).
+/// [`collect`](crate::collect), which gives everything back at once.
 ///
-/// The defaults are 100 ms and 64 MiB; the environment variables
-/// `PITLANE_ALLOC_PURGE_DELAY_MS` and `PITLANE_ALLOC_LARGE_CACHE_MB`, read once at the first
-/// allocation, override them, and [`set_purge_policy`] changes them at any time.
+/// The defaults are `delay_ms` 100, `retain_bytes` 64 MiB, `retain_ms` 10 s and
+/// `large_cache_bytes` 64 MiB; the environment variables `PITLANE_ALLOC_PURGE_DELAY_MS`,
+/// `PITLANE_ALLOC_RETAIN_MB`, `PITLANE_ALLOC_RETAIN_MS` and `PITLANE_ALLOC_LARGE_CACHE_MB`,
+/// read once at the first allocation, override them, and [`set_purge_policy`] changes them at
+/// any time.
 ///
 /// ```
 /// use pitlane_alloc::{PurgePolicy, purge_policy, set_purge_policy};
 ///
 /// let old = purge_policy();
-/// set_purge_policy(PurgePolicy { delay_ms: 0, ..old }); // purge at every sweep
+/// set_purge_policy(PurgePolicy { delay_ms: 0, retain_bytes: 0, ..old }); // purge at every sweep
 /// assert_eq!(purge_policy().delay_ms, 0);
 /// set_purge_policy(old);
 /// ```
@@ -35,6 +48,10 @@ use crate::pool::PURGE_DELAY_MS;
 pub struct PurgePolicy {
     /// How long free pages and freed large mappings are kept before they go back to the OS.
     pub delay_ms: u64,
+    /// The most bytes of free memory (dirty pages and large runs) kept past `delay_ms`.
+    pub retain_bytes: usize,
+    /// How long memory kept under `retain_bytes` is kept at most.
+    pub retain_ms: u64,
     /// The most bytes of freed large mappings kept for reuse.
     pub large_cache_bytes: usize,
 }
@@ -42,20 +59,29 @@ pub struct PurgePolicy {
 impl PurgePolicy {
     /// The default delay: 100 ms.
     pub const DEFAULT_DELAY_MS: u64 = 100;
+    /// The default budget of free memory kept past the delay: 64 MiB (as much as glibc's
+    /// dynamic trim threshold lets it keep at the top of its heap).
+    pub const DEFAULT_RETAIN_BYTES: usize = 64 << 20;
+    /// The default longest time memory is kept under that budget: 10 s.
+    pub const DEFAULT_RETAIN_MS: u64 = 10_000;
     /// The default cache of freed large mappings: 64 MiB.
     pub const DEFAULT_LARGE_CACHE_BYTES: usize = 64 << 20;
 }
 
 impl Default for PurgePolicy {
-    /// The defaults: `delay_ms` 100, `large_cache_bytes` 64 MiB.
+    /// The defaults: `delay_ms` 100, `retain_bytes` 64 MiB, `retain_ms` 10,000,
+    /// `large_cache_bytes` 64 MiB.
     ///
     /// ```
     /// let p = pitlane_alloc::PurgePolicy::default();
     /// assert_eq!((p.delay_ms, p.large_cache_bytes), (100, 64 << 20));
+    /// assert_eq!((p.retain_bytes, p.retain_ms), (64 << 20, 10_000));
     /// ```
     fn default() -> Self {
         Self {
             delay_ms: Self::DEFAULT_DELAY_MS,
+            retain_bytes: Self::DEFAULT_RETAIN_BYTES,
+            retain_ms: Self::DEFAULT_RETAIN_MS,
             large_cache_bytes: Self::DEFAULT_LARGE_CACHE_BYTES,
         }
     }
@@ -71,6 +97,8 @@ impl Default for PurgePolicy {
 pub fn purge_policy() -> PurgePolicy {
     PurgePolicy {
         delay_ms: PURGE_DELAY_MS.load(Ordering::Relaxed),
+        retain_bytes: RETAIN_BYTES.load(Ordering::Relaxed),
+        retain_ms: RETAIN_MS.load(Ordering::Relaxed),
         large_cache_bytes: LARGE_CACHE_BYTES.load(Ordering::Relaxed),
     }
 }
@@ -85,6 +113,8 @@ pub fn purge_policy() -> PurgePolicy {
 /// ```
 pub fn set_purge_policy(policy: PurgePolicy) {
     PURGE_DELAY_MS.store(policy.delay_ms, Ordering::Relaxed);
+    RETAIN_BYTES.store(policy.retain_bytes, Ordering::Relaxed);
+    RETAIN_MS.store(policy.retain_ms, Ordering::Relaxed);
     LARGE_CACHE_BYTES.store(policy.large_cache_bytes, Ordering::Relaxed);
 }
 
@@ -92,6 +122,12 @@ pub fn set_purge_policy(policy: PurgePolicy) {
 pub(crate) fn init_from_env() {
     if let Some(ms) = env_number(c"PITLANE_ALLOC_PURGE_DELAY_MS") {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
+    }
+    if let Some(mb) = env_number(c"PITLANE_ALLOC_RETAIN_MB") {
+        RETAIN_BYTES.store((mb as usize).saturating_mul(1 << 20), Ordering::Relaxed);
+    }
+    if let Some(ms) = env_number(c"PITLANE_ALLOC_RETAIN_MS") {
+        RETAIN_MS.store(ms, Ordering::Relaxed);
     }
     if let Some(mb) = env_number(c"PITLANE_ALLOC_LARGE_CACHE_MB") {
         LARGE_CACHE_BYTES.store((mb as usize).saturating_mul(1 << 20), Ordering::Relaxed);

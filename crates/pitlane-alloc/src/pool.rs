@@ -31,11 +31,15 @@
 //!
 //! A page that becomes empty goes to the *dirty* Bagpipe with the time it arrived. At most
 //! every half [`purge delay`](crate::PurgePolicy::delay_ms), a slow path (a page release, a
-//! large free) sweeps: dirty pages older than the delay are purged (`madvise(MADV_DONTNEED)`,
-//! their memory back to the OS at once) and moved to the *clean* Bagpipe; freed large mappings
-//! older than the delay are unmapped; the heaps of exited threads are visited and their empty
-//! pages released. Heaps take dirty pages first (their memory is still warm), then clean ones,
-//! then fresh ones. [`collect`](crate::collect) sweeps at once, ignoring the delay.
+//! large free) sweeps: the heaps of exited threads are visited and their empty pages
+//! released; then free memory older than the delay is given back until what is left free
+//! and mapped (dirty pages and cached large runs) is at most
+//! [`retain_bytes`](crate::PurgePolicy::retain_bytes) — cached large runs first, oldest
+//! first (unmapped), then dirty pages (purged with `madvise(MADV_DONTNEED)`, their memory
+//! back to the OS at once, and moved to the *clean* Bagpipe); whatever is older than
+//! [`retain_ms`](crate::PurgePolicy::retain_ms) goes whatever the budget. Heaps take dirty
+//! pages first (their memory is still warm), then clean ones, then fresh ones.
+//! [`collect`](crate::collect) sweeps at once and gives everything back.
 
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -196,6 +200,11 @@ pub(crate) fn release(page: &Page) {
 
 /// The purge delay in milliseconds (see [`crate::PurgePolicy`]).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(crate::PurgePolicy::DEFAULT_DELAY_MS);
+/// The most free memory kept past the delay (see [`crate::PurgePolicy`]).
+pub(crate) static RETAIN_BYTES: AtomicUsize =
+    AtomicUsize::new(crate::PurgePolicy::DEFAULT_RETAIN_BYTES);
+/// How long memory is kept under [`RETAIN_BYTES`] at most.
+pub(crate) static RETAIN_MS: AtomicU64 = AtomicU64::new(crate::PurgePolicy::DEFAULT_RETAIN_MS);
 /// When the next sweep is due.
 static NEXT_SWEEP: AtomicU64 = AtomicU64::new(0);
 /// Set while a thread sweeps: one sweep at a time.
@@ -210,8 +219,8 @@ pub(crate) fn maybe_sweep(now: u64) {
     sweep_now(now, false);
 }
 
-/// One sweep (see the module documentation); `force` ignores the delay. Returns without
-/// sweeping if another thread is sweeping.
+/// One sweep (see the module documentation); `force` gives back everything, whatever the
+/// delay and the budget. Returns without sweeping if another thread is sweeping.
 #[cold]
 pub(crate) fn sweep_now(now: u64, force: bool) {
     if SWEEPING.swap(true, Ordering::Acquire) {
@@ -220,16 +229,54 @@ pub(crate) fn sweep_now(now: u64, force: bool) {
     let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
     NEXT_SWEEP.store(now + (delay / 2).max(1), Ordering::Relaxed);
     crate::heap::reclaim_parked();
+    let ages = Ages {
+        now,
+        delay,
+        retain: RETAIN_MS.load(Ordering::Relaxed).max(delay),
+        force,
+    };
+    // What is free and mapped now, beyond the budget: the most this sweep gives back among
+    // what is older than the delay.
+    let dirty = pool().map_or(0, |pool| pool.dirty.size_guess() * PAGE_SIZE);
+    let held = dirty + Counters::get().large_cached.load(Ordering::Relaxed);
+    let mut excess = held.saturating_sub(RETAIN_BYTES.load(Ordering::Relaxed));
+    crate::large::sweep(&ages, &mut excess);
     if let Some(pool) = pool() {
-        purge_dirty(pool, now, delay, force);
+        purge_dirty(pool, &ages, &mut excess);
     }
-    crate::large::sweep(now, delay, force);
     SWEEPING.store(false, Ordering::Release);
 }
 
-/// Purges the dirty pages older than `delay` (all of them if `force`), moving them to the
-/// clean Bagpipe; younger ones go back to the dirty one.
-fn purge_dirty(pool: &Pool, now: u64, delay: u64, force: bool) {
+/// The ages that decide what a sweep gives back (see [`crate::PurgePolicy`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ages {
+    /// The sweep's time (coarse milliseconds).
+    pub(crate) now: u64,
+    /// The purge delay: younger memory is kept.
+    pub(crate) delay: u64,
+    /// Older memory is given back whatever the budget (at least `delay`).
+    pub(crate) retain: u64,
+    /// Give back everything.
+    pub(crate) force: bool,
+}
+
+impl Ages {
+    /// Whether memory freed at `then` goes back, `excess` bytes being over the budget; takes
+    /// `len` off `excess` if so.
+    pub(crate) fn give_back(&self, then: u64, len: usize, excess: &mut usize) -> bool {
+        let age = self.now.saturating_sub(then);
+        if self.force || age >= self.retain || (age >= self.delay && *excess > 0) {
+            *excess = excess.saturating_sub(len);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Purges the dirty pages that [`Ages::give_back`] says go back, moving them to the clean
+/// Bagpipe; the others go back to the dirty one.
+fn purge_dirty(pool: &Pool, ages: &Ages, excess: &mut usize) {
     let mut young: *mut Page = core::ptr::null_mut();
     let budget = pool.dirty.size_guess();
     let counters = Counters::get();
@@ -240,8 +287,7 @@ fn purge_dirty(pool: &Pool, now: u64, delay: u64, force: bool) {
         let page = segment::page_by_number(number);
         // SAFETY: popped, so this thread has the page alone until it pushes it again.
         let page = unsafe { &*page };
-        let age = now.saturating_sub(page.released_at.load(Ordering::Relaxed));
-        if force || age >= delay {
+        if ages.give_back(page.released_at.load(Ordering::Relaxed), PAGE_SIZE, excess) {
             if os::purge(page.start.get(), PAGE_SIZE) {
                 counters.purged.fetch_add(PAGE_SIZE, Ordering::Relaxed);
                 counters.purges.fetch_add(1, Ordering::Relaxed);
@@ -286,6 +332,40 @@ mod tests {
                 unsafe { page.as_ref() }.number.get()
             })
             .collect()
+    }
+
+    #[test]
+    fn the_ages_keep_young_memory_and_old_memory_within_the_budget() {
+        let ages = Ages {
+            now: 10_000,
+            delay: 100,
+            retain: 5_000,
+            force: false,
+        };
+        // Younger than the delay: kept, whatever the excess.
+        let mut excess = 1 << 30;
+        assert!(!ages.give_back(9_950, PAGE_SIZE, &mut excess));
+        assert_eq!(excess, 1 << 30);
+        // Past the delay and over the budget: given back until the excess is used up.
+        let mut excess = PAGE_SIZE + 1;
+        assert!(ages.give_back(9_000, PAGE_SIZE, &mut excess));
+        assert_eq!(excess, 1);
+        assert!(ages.give_back(9_000, PAGE_SIZE, &mut excess));
+        assert_eq!(excess, 0);
+        assert!(!ages.give_back(9_000, PAGE_SIZE, &mut excess));
+        // Past `retain`: given back even within the budget.
+        assert!(ages.give_back(5_000, PAGE_SIZE, &mut excess));
+        assert_eq!(excess, 0);
+        // Forced: everything, the youngest too.
+        let forced = Ages {
+            force: true,
+            ..ages
+        };
+        let mut none = 0;
+        assert!(forced.give_back(10_000, PAGE_SIZE, &mut none));
+        // A clock that went backwards counts as age 0.
+        let mut all = usize::MAX;
+        assert!(!ages.give_back(20_000, PAGE_SIZE, &mut all));
     }
 
     #[test]
