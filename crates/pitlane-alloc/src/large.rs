@@ -121,6 +121,16 @@ fn runs() -> Runs<'static> {
 }
 
 impl Runs<'_> {
+    /// The slot of the run freed longest ago, if any run is cached.
+    fn oldest(&self) -> Option<usize> {
+        self.runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.base.is_null())
+            .min_by_key(|(_, r)| r.freed_at)
+            .map(|(i, _)| i)
+    }
+
     /// Takes `len` bytes from the front of the smallest run that holds them (the whole run if
     /// less than [`MIN_SPLIT`] would be left), preferring the runs that thread `tag` freed,
     /// then those of exited threads; with `roomiest`, the *longest* of those instead (for a
@@ -230,14 +240,7 @@ impl Runs<'_> {
                 counters.large_cached.fetch_add(run.len, Ordering::Relaxed);
                 return;
             }
-            let oldest = self
-                .runs
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| !r.base.is_null())
-                .min_by_key(|(_, r)| r.freed_at)
-                .map(|(i, _)| i);
-            let Some(oldest) = oldest else {
+            let Some(oldest) = self.oldest() else {
                 evicted.push(run);
                 return;
             };
@@ -404,17 +407,7 @@ pub(crate) fn sweep(ages: &Ages, excess: &mut usize) {
     {
         let runs = runs();
         let counters = Counters::get();
-        loop {
-            let oldest = runs
-                .runs
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| !r.base.is_null())
-                .min_by_key(|(_, r)| r.freed_at)
-                .map(|(i, _)| i);
-            let Some(i) = oldest else {
-                break;
-            };
+        while let Some(i) = runs.oldest() {
             let run = runs.runs[i];
             if !ages.give_back(run.freed_at, run.len, excess) {
                 // Younger runs are kept too (a run kept for its age keeps the younger ones;

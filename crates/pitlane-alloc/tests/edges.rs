@@ -245,3 +245,53 @@ fn stats_follow_large_blocks() {
             .all(|w| w[0].block_size < w[1].block_size)
     );
 }
+
+#[test]
+fn the_raw_fast_paths_serve_or_decline_without_touching_what_they_decline() {
+    use pitlane_alloc::raw;
+
+    // Past the small sizes: declined, whatever the size.
+    assert!(raw::malloc_fast(SMALL_MAX + 1).is_null());
+    assert!(raw::malloc_fast(usize::MAX).is_null());
+    // Null and a pointer outside our segments: declined without being read.
+    // SAFETY: null and a stack address are outside our segments.
+    unsafe {
+        assert!(!raw::free_fast(std::ptr::null_mut()));
+        let mut on_stack = 7u64;
+        assert!(!raw::free_fast((&raw mut on_stack).cast()));
+        assert_eq!(on_stack, 7);
+    }
+    // 0, 1 and the largest small size: a usable block, from the fast path or (on this thread's
+    // first use of a class) from `malloc`; the fast free takes it or `free` does.
+    for size in [0, 1, 8, 64, SMALL_MAX] {
+        let mut blocks = Vec::new();
+        for _ in 0..64 {
+            let mut block = raw::malloc_fast(size);
+            if block.is_null() {
+                block = raw::malloc(size, 8);
+            }
+            assert!(!block.is_null() && block.addr() % 8 == 0, "size {size}");
+            // SAFETY: a live block of at least `size` bytes (one byte for size 0).
+            unsafe { assert!(raw::usable_size(block) >= size.max(1)) };
+            fill(block, size, size as u8);
+            blocks.push(block);
+        }
+        let mut distinct = blocks.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            blocks.len(),
+            "size {size}: a block handed out twice"
+        );
+        for block in blocks {
+            check(block, size, size as u8);
+            // SAFETY: a live block of ours, freed once.
+            unsafe {
+                if !raw::free_fast(block) {
+                    raw::free(block);
+                }
+            }
+        }
+    }
+}

@@ -31,16 +31,22 @@ fn alloc_and_free(size: usize) -> usize {
     block.as_ptr().addr()
 }
 
-#[test]
-fn a_large_block_takes_an_exited_threads_run_before_a_running_threads() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // Keep every run for the whole test, whatever the clock.
+/// Keeps every cached run for the whole test, whatever the clock; returns the policy to put
+/// back at the end.
+fn keep_every_run() -> PurgePolicy {
     let old = pitlane_alloc::purge_policy();
     pitlane_alloc::set_purge_policy(PurgePolicy {
         delay_ms: 1 << 40,
         retain_ms: 1 << 40,
         ..old
     });
+    old
+}
+
+#[test]
+fn a_large_block_takes_an_exited_threads_run_before_a_running_threads() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let old = keep_every_run();
     pitlane_alloc::collect();
 
     // A running thread frees the smaller run and waits.
@@ -94,12 +100,7 @@ fn a_large_block_takes_an_exited_threads_run_before_a_running_threads() {
 #[test]
 fn a_block_that_grows_out_of_its_run_moves_to_the_longest_run_and_grows_there_in_place() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let old = pitlane_alloc::purge_policy();
-    pitlane_alloc::set_purge_policy(PurgePolicy {
-        delay_ms: 1 << 40,
-        retain_ms: 1 << 40,
-        ..old
-    });
+    let old = keep_every_run();
     std::thread::spawn(|| {
         let a = PitlaneAlloc::new();
         let mib = |n: usize| Layout::from_size_align(n << 20, 8).unwrap();

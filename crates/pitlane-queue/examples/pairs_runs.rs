@@ -36,6 +36,27 @@ fn pop_counting(mut try_pop: impl FnMut() -> Result<u64, PopError>, lost: &mut u
     }
 }
 
+/// Two threads each run `worker` (set-up, `start.wait()`, then pairs until `stop`; returns
+/// its pair count) for `ms` milliseconds after a common start. Returns the pairs of both and
+/// Mpairs/s.
+fn two_threads(ms: u64, worker: impl Fn(&Barrier, &AtomicBool) -> u64 + Sync) -> (u64, f64) {
+    let stop = AtomicBool::new(false);
+    let pairs = AtomicU64::new(0);
+    let start = Barrier::new(3);
+    let mut began = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| pairs.fetch_add(worker(&start, &stop), Ordering::Relaxed));
+        }
+        start.wait();
+        began = Instant::now();
+        std::thread::sleep(Duration::from_millis(ms));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let pairs = pairs.load(Ordering::Relaxed);
+    (pairs, pairs as f64 / began.elapsed().as_secs_f64() / 1e6)
+}
+
 fn run(plain: bool, prefill: u64, ms: u64) -> f64 {
     if std::env::var_os("BAGPIPE").is_some() {
         return run_bagpipe(plain, prefill, ms);
@@ -47,39 +68,26 @@ fn run(plain: bool, prefill: u64, ms: u64) -> f64 {
         let handle = queue.handle();
         (0..prefill).for_each(|i| handle.push(i));
     }
-    let stop = AtomicBool::new(false);
-    let pairs = AtomicU64::new(0);
-    let start = Barrier::new(3);
-    let mut began = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                let handle = queue.handle();
-                let mut n = 0;
-                let mut lost = 0;
-                start.wait();
-                while !stop.load(Ordering::Relaxed) {
-                    for i in 0..64 {
-                        if plain {
-                            queue.push(i);
-                            pop_counting(|| queue.try_pop(), &mut lost);
-                        } else {
-                            handle.push(i);
-                            pop_counting(|| handle.try_pop(), &mut lost);
-                        }
-                    }
-                    n += 64;
-                }
-                pairs.fetch_add(n, Ordering::Relaxed);
-                LOST.fetch_add(lost, Ordering::Relaxed);
-            });
-        }
+    let (pairs, rate) = two_threads(ms, |start, stop| {
+        let handle = queue.handle();
+        let mut n = 0;
+        let mut lost = 0;
         start.wait();
-        began = Instant::now();
-        std::thread::sleep(Duration::from_millis(ms));
-        stop.store(true, Ordering::Relaxed);
+        while !stop.load(Ordering::Relaxed) {
+            for i in 0..64 {
+                if plain {
+                    queue.push(i);
+                    pop_counting(|| queue.try_pop(), &mut lost);
+                } else {
+                    handle.push(i);
+                    pop_counting(|| handle.try_pop(), &mut lost);
+                }
+            }
+            n += 64;
+        }
+        LOST.fetch_add(lost, Ordering::Relaxed);
+        n
     });
-    let pairs = pairs.load(Ordering::Relaxed);
     let lost = LOST.swap(0, Ordering::Relaxed);
     if std::env::var_os("LOST").is_some() {
         println!(
@@ -88,7 +96,7 @@ fn run(plain: bool, prefill: u64, ms: u64) -> f64 {
             lost as f64 / pairs as f64
         );
     }
-    pairs as f64 / began.elapsed().as_secs_f64() / 1e6
+    rate
 }
 
 fn main() {
@@ -125,35 +133,23 @@ fn run_bagpipe(plain: bool, prefill: u64, ms: u64) -> f64 {
         let handle = bag.handle();
         (0..prefill).for_each(|i| handle.push(i));
     }
-    let stop = AtomicBool::new(false);
-    let pairs = AtomicU64::new(0);
-    let start = Barrier::new(3);
-    let mut began = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                let handle = bag.handle();
-                let mut n = 0;
-                start.wait();
-                while !stop.load(Ordering::Relaxed) {
-                    for i in 0..64 {
-                        if plain {
-                            bag.push(i);
-                            while bag.pop().is_none() {}
-                        } else {
-                            handle.push(i);
-                            while handle.pop().is_none() {}
-                        }
-                    }
-                    n += 64;
-                }
-                pairs.fetch_add(n, Ordering::Relaxed);
-            });
-        }
+    two_threads(ms, |start, stop| {
+        let handle = bag.handle();
+        let mut n = 0;
         start.wait();
-        began = Instant::now();
-        std::thread::sleep(Duration::from_millis(ms));
-        stop.store(true, Ordering::Relaxed);
-    });
-    pairs.load(Ordering::Relaxed) as f64 / began.elapsed().as_secs_f64() / 1e6
+        while !stop.load(Ordering::Relaxed) {
+            for i in 0..64 {
+                if plain {
+                    bag.push(i);
+                    while bag.pop().is_none() {}
+                } else {
+                    handle.push(i);
+                    while handle.pop().is_none() {}
+                }
+            }
+            n += 64;
+        }
+        n
+    })
+    .1
 }
