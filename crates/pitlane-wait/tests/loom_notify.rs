@@ -227,10 +227,6 @@ fn a_waiter_leaving_after_a_broadcast_races_the_drain_and_a_notify_one() {
     });
 }
 
-// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
-#[cfg(pitlane_alloc_global)]
-extern crate pitlane_alloc;
-
 #[test]
 fn a_coalesced_notify_one_happens_before_the_wake_up_that_takes_the_permit() {
     loom::model(|| {
@@ -263,3 +259,7 @@ fn a_coalesced_notify_one_happens_before_the_wake_up_that_takes_the_permit() {
         }
     });
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
