@@ -167,15 +167,24 @@ thread_local! {
 static THREAD_WALKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Runs `f` with this thread's walk, making it on first use.
+///
+/// `f` runs outside `LocalKey::with`: given the whole walk as its closure, `with` was
+/// compiled out of line, and reached the thread-local through an indirect call on every
+/// operation (a call, an indirect call and six saved registers more than a handle's
+/// operation; `docs/notes/plain-calls.md`, fifth session). Only the address is taken inside.
 #[cfg(not(pitlane_loom))]
-#[inline]
+#[inline(always)]
 fn with_thread_walk<R>(f: impl FnOnce(&Cell<Walk>) -> R) -> R {
-    THREAD_WALK.with(|walk| {
-        if walk.get().stride == 0 {
-            walk.set(new_thread_walk());
-        }
-        f(walk)
-    })
+    let walk: *const Cell<Walk> = THREAD_WALK.with(core::ptr::from_ref);
+    // SAFETY: `THREAD_WALK` is initialized by a constant and has no destructor, so its storage
+    // is the calling thread's for the thread's whole life, never moved nor freed before the
+    // thread ends, and this call runs on that thread; a `Cell` is only ever shared by
+    // reference, so re-entrant calls from `f` (a value's `Drop` that uses a Bagpipe) are fine.
+    let walk = unsafe { &*walk };
+    if walk.get().stride == 0 {
+        walk.set(new_thread_walk());
+    }
+    f(walk)
 }
 
 /// The first walk of a thread: consecutive threads start on consecutive pipes.

@@ -86,11 +86,67 @@ std::thread_local! {
 
 /// Enters the current era: `None` if the calling thread has no seat or the process has no
 /// process-wide barrier; the caller then pins the epoch instead.
-#[inline]
+/// (Calls go through [`within`]; this serves the tests that hold an era.)
+#[cfg(test)]
 pub(crate) fn enter() -> Option<Inside> {
     match MINE.get() {
         Some(active) => Some(announce(active)),
         None => enter_first(),
+    }
+}
+
+/// Runs the call `f` inside the current era, or hands it to `pinned` where the thread cannot
+/// announce (no seat, or no process-wide barrier): enter, `f`, leave, shaped for the fast
+/// path. The common case, a thread with its word cached and not inside another call, is
+/// the only one compiled in line, with no `Option` of a guard to test on the way out and the
+/// result of `f` left in registers; a nested call and a thread's first call go out of line.
+/// A panic in `f` (a value's `Drop`) still leaves the era, through [`Leave`].
+#[inline(always)]
+pub(crate) fn within<R, F: FnOnce() -> R>(f: F, pinned: impl FnOnce(F) -> R) -> R {
+    let Some(active) = MINE.get() else {
+        return first_call(f, pinned);
+    };
+    // Only this thread writes its word, so a plain load tells whether we are inside.
+    if active.load(Ordering::Relaxed) != 0 {
+        return nested(f);
+    }
+    let _leave = Leave(active);
+    publish(active);
+    f()
+}
+
+/// [`within`] for a call made while the thread is inside another call (a value's `Drop` run
+/// by a pop): the outer call's announcement, older than anything this call could reach,
+/// covers it, and the outer call clears it.
+#[cold]
+#[inline(never)]
+fn nested<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// [`within`] when the thread has no cached word: its first call, or one from a thread
+/// without a seat.
+#[cold]
+#[inline(never)]
+fn first_call<R, F: FnOnce() -> R>(f: F, pinned: impl FnOnce(F) -> R) -> R {
+    match enter_first() {
+        Some(inside) => {
+            let result = f();
+            drop(inside);
+            result
+        }
+        None => pinned(f),
+    }
+}
+
+/// Clears the announcement of the call that made it when dropped: the leave of [`within`].
+struct Leave(&'static AtomicU64);
+
+impl Drop for Leave {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // Release: the call's accesses happen before a reclaimer that reads this 0.
+        self.0.store(0, Ordering::Release);
     }
 }
 
@@ -118,6 +174,16 @@ fn announce(active: &'static AtomicU64) -> Inside {
             _not_send: core::marker::PhantomData,
         };
     }
+    publish(active);
+    Inside {
+        active: Some(active),
+        _not_send: core::marker::PhantomData,
+    }
+}
+
+/// Announces the current era in `active`, the word of a thread not inside a call.
+#[inline(always)]
+fn publish(active: &'static AtomicU64) {
     // Release (a plain store on x86, as `Relaxed`): a reclaimer that reads this era also
     // sees, in the memory model's terms, everything this thread's earlier calls did; the
     // argument in the module documentation needs this for a thread that left an old era and
@@ -126,10 +192,6 @@ fn announce(active: &'static AtomicU64) -> Inside {
     // The announcement is ordered before the call's loads by the reclaimer's barrier; the
     // compiler must keep them in this order too.
     barrier::light();
-    Inside {
-        active: Some(active),
-        _not_send: core::marker::PhantomData,
-    }
 }
 
 /// The calling thread is giving its seat back (it is exiting): its later calls, from other
@@ -217,6 +279,46 @@ mod tests {
         // word is checked: leaving cleared it.
         let seat = seat::current().unwrap();
         assert_eq!(ACTIVE[seat].load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn within_announces_keeps_a_nested_call_inside_and_leaves_even_on_a_panic() {
+        crate::barrier::init();
+        if !crate::barrier::asymmetric() {
+            // No membarrier here: the call is handed to the pinned path.
+            assert!(within(|| false, |_| true));
+            return;
+        }
+        // The first call finds the thread's word; later ones take the fast path.
+        within(|| (), |_| unreachable!("a seat and the barrier"));
+        let word = &ACTIVE[seat::current().unwrap()];
+        within(
+            || {
+                let retired = retire();
+                assert_ne!(word.load(Ordering::Relaxed), 0);
+                assert!(oldest_inside().unwrap() < retired);
+                // A nested call (a value's `Drop` inside a pop) leaves the announcement as
+                // it is, before and after.
+                within(
+                    || assert!(oldest_inside().unwrap() < retired),
+                    |_| unreachable!(),
+                );
+                assert!(oldest_inside().unwrap() < retired);
+            },
+            |_| unreachable!(),
+        );
+        assert_eq!(word.load(Ordering::Relaxed), 0);
+        let panicked = std::panic::catch_unwind(|| {
+            within(
+                || {
+                    assert_ne!(word.load(Ordering::Relaxed), 0);
+                    panic!("a value's Drop panics inside the call");
+                },
+                |_| unreachable!(),
+            )
+        });
+        assert!(panicked.is_err());
+        assert_eq!(word.load(Ordering::Relaxed), 0, "the panic left the era");
     }
 
     #[test]

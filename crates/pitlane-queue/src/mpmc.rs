@@ -216,14 +216,7 @@ mod reclaim {
     /// no guard to drop).
     #[inline(always)]
     pub(super) fn protected<R>(f: impl FnOnce() -> R) -> R {
-        match crate::era::enter() {
-            Some(inside) => {
-                let result = f();
-                drop(inside);
-                result
-            }
-            None => pinned(f),
-        }
+        crate::era::within(f, pinned)
     }
 
     #[inline(never)]

@@ -395,7 +395,7 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        self.try_push_tagged(item, FULL, self.seat_cache())
+        self.in_seat_cache(|cache| self.try_push_tagged(item, FULL, cache))
     }
 
     /// Pushes `item`, retrying lost races with the same node.
@@ -414,7 +414,7 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn push(&self, item: T) {
-        self.push_tagged(item, FULL, self.seat_cache())
+        self.in_seat_cache(|cache| self.push_tagged(item, FULL, cache))
     }
 
     /// One attempt to pop the top item: `Err(PopError::Empty)` if the stack is empty,
@@ -430,7 +430,7 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        self.try_pop_in(self.seat_cache())
+        self.in_seat_cache(|cache| self.try_pop_in(cache))
     }
 
     /// [`try_pop`](Self::try_pop), recycling through `cache`.
@@ -687,36 +687,55 @@ impl<T> Stack<T> {
         }
     }
 
-    /// The calling thread's cache for plain calls: its seat's stash and tally (made on the
-    /// seat's first call), or the shared free list and count for a thread without a seat.
-    #[inline]
-    fn seat_cache(&self) -> Cache<'_> {
-        let Some(seat) = seat::current() else {
-            return Cache::Shared;
-        };
+    /// Runs the plain call `op` with the calling thread's cache: its seat's stash and tally
+    /// (made on the seat's first call), or, for a thread without a seat, the shared free list
+    /// and count. The two are separate copies of `op`, so that the seated one, the fast path,
+    /// is compiled for [`Cache::Own`] alone, as a handle's operation is, with no test of the
+    /// cache's kind in each of its steps; the unseated one is kept out of line.
+    #[inline(always)]
+    fn in_seat_cache<R>(&self, op: impl FnOnce(Cache<'_>) -> R) -> R {
+        match self.seat_cache() {
+            // SAFETY: we hold the seat of this cache until our thread exits, so we alone use
+            // its stash, and `op` uses it only between its own steps (no user code runs
+            // inside one).
+            Some(cache) => op(unsafe { cache.own() }),
+            None => Self::unseated(op),
+        }
+    }
+
+    /// A plain call of a thread without a seat (past [`SEATS`] threads, or in a
+    /// thread-local's destructor at thread exit): on the shared free list and count.
+    #[cold]
+    #[inline(never)]
+    fn unseated<R>(op: impl FnOnce(Cache<'_>) -> R) -> R {
+        op(Cache::Shared)
+    }
+
+    /// The cache of the calling thread's seat, made on the seat's first call on this stack;
+    /// `None` for a thread without a seat.
+    #[inline(always)]
+    fn seat_cache(&self) -> Option<&SeatCache> {
+        let seat = seat::current()?;
         // SAFETY: published by a release store that this acquire load sees (made by this thread
         // or by an earlier holder of the seat, whose exit happens before our seat was taken),
         // freed only when the stack is dropped, which `&self` outlives.
         match unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() } {
-            // SAFETY: we hold `seat` until our thread exits, so we alone use its stash, and
-            // this call uses it only between its own steps (no user code runs inside one).
-            Some(cache) => unsafe { cache.own() },
-            None => self.seat_cache_new(seat),
+            Some(cache) => Some(cache),
+            None => Some(self.seat_cache_new(seat)),
         }
     }
 
     /// The first plain call of the holder of `seat` on this stack: make its cache.
     #[cold]
-    fn seat_cache_new(&self, seat: usize) -> Cache<'_> {
+    fn seat_cache_new(&self, seat: usize) -> &SeatCache {
         let cache = Box::into_raw(Box::new(SeatCache {
             stash: Stash::new(),
             tally: CachePadded::new(AtomicUsize::new(0)),
         }));
         // Only the holder of `seat` stores here, once; Release publishes the cache to `len`.
         self.seats[seat].store(cache, Ordering::Release);
-        // SAFETY: made just above, freed only with the stack; we hold `seat`, so its stash is
-        // ours alone (as in `seat_cache`).
-        unsafe { (*cache).own() }
+        // SAFETY: made just above, freed only with the stack, which `&self` outlives.
+        unsafe { &*cache }
     }
 
     /// The tallies of handles, past and present, newest first.
@@ -792,9 +811,9 @@ impl<T> Stack<T> {
     }
 
     /// A node for `item`, published with state `tag` (`FULL`, or its handle's address), not
-    /// yet linked.
-    #[inline]
-    /// `Err(item)` if the stack has no node left ([`MAX_NODES`] are in use).
+    /// yet linked. `Err(item)` if the stack has no node left ([`MAX_NODES`] are in use).
+    /// Inlined: a call of its own cost every push a tenth of its instructions.
+    #[inline(always)]
     fn prepare(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(u32, &Node<T>), T> {
         let Some(index) = self.allocate_in(cache) else {
             return Err(item);
@@ -1106,12 +1125,12 @@ impl<T> fmt::Debug for Stack<T> {
 impl<T> WeakBag for Stack<T> {
     type Item = T;
 
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         Stack::try_push(self, item)
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Result<T, PopError> {
         Stack::try_pop(self)
     }
