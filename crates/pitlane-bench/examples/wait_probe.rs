@@ -9,8 +9,17 @@
 //! cargo build --release -p pitlane-bench --example wait_probe
 //! # WORKLOAD SUBJECT (pitlane, tokio) ITERATIONS [TASKS] [WORKERS]; WORKLOAD is one, all
 //! # (notify, fixed iterations), wone, wall (notify, the suite's 100 ms window; ITERATIONS
-//! # unused), unc, single, multi (semaphore)
+//! # unused), unc, single, multi (semaphore); sone, sall (notify_one / notify_waiters, the
+//! # suite's loop as it is now, both subjects alternating, ITERATIONS rounds), sone1 (one
+//! # subject only, for perf stat). sone/sall/sone1 print per window: where the subject and
+//! # the counter lie, ns per iteration, calls and queued wake-ups per iteration, the spread of
+//! # iteration times, and each thread's ms on a CPU / ms waiting for one / time slices.
+//! # Environment for them: WINDOW_MS (default 100); PAD=n, c or nc (the subject, the counter
+//! # or both alone on a 128-byte block; n64: the subject on one 64-byte line); BODY=own (the
+//! # task holds its Arc and awaits `notified()` on it, as tokio's benchmark does, instead of
+//! # the suite's `wait()`, which clones the Arc for every wait).
 //! target/release/examples/wait_probe one pitlane 600 50
+//! WINDOW_MS=200 BODY=own target/release/examples/wait_probe sone x 4 50 6
 //! valgrind --tool=callgrind target/release/examples/wait_probe single pitlane 10000
 //! ```
 use std::future::Future;
@@ -23,6 +32,9 @@ trait N: Send + Sync + 'static {
     fn one(&self);
     fn all(&self);
     fn wait(self: &Arc<Self>) -> impl std::future::Future<Output = ()> + Send + 'static;
+    /// `notified()` on a `Notify` the task holds (tokio's benchmark body: no `Arc` clone per
+    /// wait).
+    fn wait_ref(&self) -> impl std::future::Future<Output = ()> + Send + '_;
 }
 impl N for pitlane_wait::Notify {
     fn new() -> Self {
@@ -37,6 +49,9 @@ impl N for pitlane_wait::Notify {
     fn wait(self: &Arc<Self>) -> impl std::future::Future<Output = ()> + Send + 'static {
         let t = self.clone();
         async move { t.notified().await }
+    }
+    fn wait_ref(&self) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.notified()
     }
 }
 impl N for tokio::sync::Notify {
@@ -53,7 +68,53 @@ impl N for tokio::sync::Notify {
         let t = self.clone();
         async move { t.notified().await }
     }
+    fn wait_ref(&self) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.notified()
+    }
 }
+
+/// A subject or a counter alone on its 128-byte block (PAD=1): nothing else on the heap shares
+/// its cache lines (or the adjacent line the prefetcher pairs with them).
+#[repr(C, align(128))]
+struct Pad<T>(T);
+
+impl<T> std::ops::Deref for Pad<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// As `Pad`, on one 64-byte line (PAD=n64).
+#[repr(C, align(64))]
+struct Pad64<T>(T);
+
+macro_rules! padded_n {
+    ($p:ident, $t:ty) => {
+        impl N for $p<$t> {
+            fn new() -> Self {
+                $p(<$t>::new())
+            }
+            fn one(&self) {
+                self.0.notify_one()
+            }
+            fn all(&self) {
+                self.0.notify_waiters()
+            }
+            fn wait(self: &Arc<Self>) -> impl std::future::Future<Output = ()> + Send + 'static {
+                let t = self.clone();
+                async move { t.0.notified().await }
+            }
+            fn wait_ref(&self) -> impl std::future::Future<Output = ()> + Send + '_ {
+                self.0.notified()
+            }
+        }
+    };
+}
+padded_n!(Pad, pitlane_wait::Notify);
+padded_n!(Pad, tokio::sync::Notify);
+padded_n!(Pad64, pitlane_wait::Notify);
+padded_n!(Pad64, tokio::sync::Notify);
 
 trait S: Send + Sync + 'static {
     fn new(p: usize) -> Self;
@@ -250,6 +311,170 @@ fn notify_window<X: N>(tasks: usize, all: bool, workers: usize) {
     rt.shutdown_background();
 }
 
+/// The suite's `notify_run` as it is now (the deadline read once every 4096 calls, a 25 ms
+/// untimed warm-up, a timed window of WINDOW_MS, default 100), with task bodies that count a
+/// wake-up that took more than one poll: per window, ns per iteration, the spread of the
+/// iterations' times, `notify_*` calls and queued wake-ups per iteration, and the notifying
+/// thread's context switches.
+fn suite_window<X: N>(tasks: usize, all: bool, workers: usize) {
+    let rt = rt(workers);
+    let n = Arc::new(X::new());
+    // The counter as the suite allocates it (an `Arc`), or alone on a 128-byte block (PAD=1);
+    // leaked, so that the tasks can outlive the window.
+    let c: &'static AtomicUsize = if std::env::var("PAD").is_ok_and(|v| v == "1" || v.contains('c'))
+    {
+        &Box::leak(Box::new(Pad(AtomicUsize::new(0)))).0
+    } else {
+        // SAFETY: the pointer comes from `Arc::into_raw` and is never released.
+        unsafe { &*Arc::into_raw(Arc::new(AtomicUsize::new(0))) }
+    };
+    let woken = Arc::new(AtomicUsize::new(0));
+    for _ in 0..tasks {
+        let n = n.clone();
+        let woken = woken.clone();
+        let own = std::env::var("BODY").is_ok_and(|v| v == "own");
+        rt.spawn(async move {
+            loop {
+                if own {
+                    let mut f = std::pin::pin!(n.wait_ref());
+                    let mut k = 0_u32;
+                    std::future::poll_fn(|cx| {
+                        k += 1;
+                        f.as_mut().poll(cx)
+                    })
+                    .await;
+                    if k > 1 {
+                        woken.fetch_add(1, Ordering::Relaxed);
+                    }
+                    c.fetch_add(1, Ordering::SeqCst);
+                    continue;
+                }
+                let mut f = std::pin::pin!(n.wait());
+                let mut k = 0_u32;
+                std::future::poll_fn(|cx| {
+                    k += 1;
+                    f.as_mut().poll(cx)
+                })
+                .await;
+                if k > 1 {
+                    woken.fetch_add(1, Ordering::Relaxed);
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    }
+    let calls = std::cell::Cell::new(0u64);
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    let iteration = || {
+        c.store(0, Ordering::SeqCst);
+        loop {
+            if all {
+                n.all()
+            } else {
+                n.one()
+            }
+            if c.load(Ordering::SeqCst) >= 500 {
+                break;
+            }
+            calls.set(calls.get() + 1);
+            if calls.get() % 4096 == 0 {
+                assert!(Instant::now() < deadline, "stuck");
+            }
+        }
+    };
+    // Where the notifier's two shared words lie: the subject (inside its Arc) and the counter.
+    let na = Arc::as_ptr(&n).addr();
+    let ca = std::ptr::from_ref(c).addr();
+    print!(
+        "notify {:#x}+{} counter {:#x} (line {}, counter-notify {:+}); ",
+        na & 0xfff,
+        std::mem::size_of::<X>(),
+        ca & 0xfff,
+        if na / 64 == ca / 64 {
+            "same"
+        } else if na / 128 == ca / 128 {
+            "pair"
+        } else {
+            "apart"
+        },
+        ca as isize - na as isize
+    );
+    let ms: u64 = std::env::var("WINDOW_MS").map_or(100, |v| v.parse().unwrap());
+    let run_for = std::time::Duration::from_millis(ms);
+    let warm = Instant::now();
+    while warm.elapsed() < run_for / 4 {
+        iteration();
+    }
+    let calls0 = calls.get();
+    let ru0 = rusage();
+    let pu0 = rusage_of(libc::RUSAGE_SELF);
+    let sched0 = schedstats();
+    let woken0 = woken.load(Ordering::Relaxed);
+    let mut per = Vec::new();
+    let start = Instant::now();
+    let mut last = start;
+    let el = loop {
+        iteration();
+        let now = Instant::now();
+        per.push((now - last).as_micros() as u64);
+        last = now;
+        let el = now - start;
+        if el >= run_for {
+            break el;
+        }
+    };
+    let calls = calls.get() - calls0;
+    let done = per.len() as u64;
+    let ru1 = rusage();
+    let pu1 = rusage_of(libc::RUSAGE_SELF);
+    let sched1 = schedstats();
+    let woken1 = woken.load(Ordering::Relaxed);
+    per.sort();
+    // Per thread of the process, over the window: ms on a CPU / ms runnable but waiting for
+    // one / time slices (from /proc/self/task/*/schedstat), busiest first.
+    let mut threads: Vec<(u64, u64, u64)> = sched1
+        .iter()
+        .filter_map(|(tid, b)| {
+            let a = sched0
+                .iter()
+                .find(|(t, _)| t == tid)
+                .map_or((0, 0, 0), |(_, a)| *a);
+            let d = (b.0 - a.0, b.1 - a.1, b.2 - a.2);
+            (d.0 > 1_000_000).then_some(d)
+        })
+        .collect();
+    threads.sort_by_key(|d| std::cmp::Reverse(d.0));
+    let threads: Vec<String> = threads
+        .iter()
+        .map(|d| format!("{}/{}/{}", d.0 / 1_000_000, d.1 / 1_000_000, d.2))
+        .collect();
+    print!(
+        "{} threads at start, run/wait ms/slices {}; ",
+        sched0.len(),
+        threads.join(" ")
+    );
+    let q = |f: f64| per[((per.len() - 1) as f64 * f) as usize];
+    println!(
+        "{:>7.0} ns/iter {:>4} iters {:>7.1} calls/iter {:>5.1} woken/iter; us p10 {} p50 {} p90 {} p99 {} max {}; invol {} vol {}; cpu notifier {} all {} ms; proc cs vol {} invol {}",
+        el.as_nanos() as f64 / done as f64,
+        done,
+        calls as f64 / done as f64,
+        (woken1 - woken0) as f64 / done as f64,
+        q(0.1),
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        q(1.0),
+        ru1.1 - ru0.1,
+        ru1.0 - ru0.0,
+        (ru1.2 - ru0.2) / 1000,
+        (pu1.2 - pu0.2) / 1000,
+        pu1.0 - pu0.0,
+        pu1.1 - pu0.1,
+    );
+    rt.shutdown_background();
+}
+
 fn sem<X: S>(iters: usize, multi: bool, spawn: bool) {
     let rt = if multi {
         rt(6)
@@ -316,6 +541,47 @@ fn main() {
                 }
             }
         }
+        // The suite's loop as it is now, both subjects alternating; ITERATIONS is the number
+        // of rounds.
+        "sone" | "sall" => {
+            let all = which == "sall";
+            for round in 0..iters {
+                for k in 0..2 {
+                    let pad = std::env::var("PAD").is_ok_and(|v| v == "1" || v.contains('n'));
+                    let pad64 = std::env::var("PAD").is_ok_and(|v| v.contains("n64"));
+                    if (round + k) % 2 == 0 {
+                        print!("pitlane {tasks:>3} r{round}: ");
+                        if pad64 {
+                            suite_window::<Pad64<pitlane_wait::Notify>>(tasks, all, workers);
+                        } else if pad {
+                            suite_window::<Pad<pitlane_wait::Notify>>(tasks, all, workers);
+                        } else {
+                            suite_window::<pitlane_wait::Notify>(tasks, all, workers);
+                        }
+                    } else {
+                        print!("tokio   {tasks:>3} r{round}: ");
+                        if pad64 {
+                            suite_window::<Pad64<tokio::sync::Notify>>(tasks, all, workers);
+                        } else if pad {
+                            suite_window::<Pad<tokio::sync::Notify>>(tasks, all, workers);
+                        } else {
+                            suite_window::<tokio::sync::Notify>(tasks, all, workers);
+                        }
+                    }
+                }
+            }
+        }
+        // One subject only, ITERATIONS windows of the suite's loop (for perf stat / strace).
+        "sone1" => {
+            for round in 0..iters {
+                print!("{subject} {tasks:>3} r{round}: ");
+                if p {
+                    suite_window::<pitlane_wait::Notify>(tasks, false, workers);
+                } else {
+                    suite_window::<tokio::sync::Notify>(tasks, false, workers);
+                }
+            }
+        }
         "wone" if p => notify_window::<pitlane_wait::Notify>(tasks, false, workers),
         "wone" => notify_window::<tokio::sync::Notify>(tasks, false, workers),
         "wall" if p => notify_window::<pitlane_wait::Notify>(tasks, true, workers),
@@ -330,11 +596,33 @@ fn main() {
     }
 }
 
+/// (tid, (run ns, runqueue wait ns, time slices)) of every thread of this process.
+fn schedstats() -> Vec<(u64, (u64, u64, u64))> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/task").unwrap() {
+        let entry = entry.unwrap();
+        let tid: u64 = entry.file_name().to_str().unwrap().parse().unwrap();
+        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        let v: Vec<u64> = text
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        out.push((tid, (v[0], v[1], v[2])));
+    }
+    out
+}
+
 fn rusage() -> (i64, i64, i64) {
+    rusage_of(libc::RUSAGE_THREAD)
+}
+
+fn rusage_of(who: libc::c_int) -> (i64, i64, i64) {
     // SAFETY: plain data.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid out pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
+    unsafe { libc::getrusage(who, &mut r) };
     (
         r.ru_nvcsw,
         r.ru_nivcsw,

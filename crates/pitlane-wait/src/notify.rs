@@ -8,7 +8,9 @@
 //!
 //! - A [`Notified`] records the counter when it is created. When first polled (or
 //!   [enabled](Notified::enable)) it returns at once if the counter moved; otherwise, in one
-//!   compare-and-swap on the tail, it takes a stored permit or enqueues itself. After
+//!   compare-and-swap on the tail, it takes a stored permit or enqueues itself (if waiters are
+//!   queued and a notifier holds the lock, it first waits a bounded number of spin hints for
+//!   that removal, after which the queue may be empty and hold a permit again). After
 //!   enqueueing it reads the counter again: a `notify_waiters` that ran between its first
 //!   read and its enqueue could not see it, so it leaves the queue and completes (forwarding
 //!   a `notify_one` it may have received meanwhile). Often that broadcast did see it
@@ -368,6 +370,7 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     this.phase = Phase::Done;
                     return Poll::Ready(());
                 }
+                wait_out_removal(notify);
                 let take_or_enqueue = |state: Option<usize>| match state {
                     Some(PERMIT) => Decision::Update(NO_PERMIT),
                     _ => {
@@ -421,6 +424,29 @@ impl<N: Deref<Target = Notify>> Wait<N> {
 
     fn enable(self: Pin<&mut Self>) -> bool {
         self.poll_wait(None).is_ready()
+    }
+}
+
+/// How many spin hints a waiter about to decide waits at most while waiters are queued and a
+/// notifier holds the lock (none under loom, whose lock does not say whether it is held).
+const REMOVAL_SPINS: u32 = if cfg!(pitlane_loom) { 0 } else { 64 };
+
+/// Before a waiter's first decision (take the permit or enqueue): while waiters are queued
+/// and the lock is held (a notifier is removing one), waits a little for that removal.
+///
+/// The removal of the last queued waiter empties the queue, and the next `notify_one` stores
+/// a permit: a waiter that decides after it takes that permit instead of enqueueing behind
+/// the removed one, and costs no dequeue and cross-thread wake-up later. tokio's waiter gets
+/// that chance by queueing for the mutex the notifier holds. In a tight notify/wait loop, a
+/// waiter that enqueued at once kept the queue from ever emptying, so that every wake-up went
+/// through the queue (see `docs/notes/wait-bench.md`, fifth session). Only the moment of the
+/// decision changes; the decision is the same single compare-and-swap.
+#[inline]
+fn wait_out_removal(notify: &Notify) {
+    let mut spins = 0;
+    while spins < REMOVAL_SPINS && notify.queue.state().is_none() && notify.queue.lock_held() {
+        pitlane_sync::shim::hint::spin_loop();
+        spins += 1;
     }
 }
 
