@@ -6,7 +6,10 @@
 //! - `notify_one` / `notify_waiters` (tasks = 10, 50, 100, 200, 500): that many tasks on a
 //!   6-worker multi-thread runtime loop on `notified().await` and count each wake-up; the
 //!   measuring thread calls `notify_one` (or `notify_waiters`) until 500 wake-ups are counted.
-//!   The metric is the time for those 500 wake-ups.
+//!   The metric is the time for those 500 wake-ups. As in tokio's benchmark, each task holds
+//!   its own clone of the `Arc` and borrows the subject for every wait (until 2026-11-25 the
+//!   suite cloned the `Arc` for every wait, which is not tokio's body and changed what was
+//!   measured: `docs/notes/wait-bench.md`, fifth session).
 //! - `semaphore_uncontended`: on a 6-worker runtime, one task acquires and releases a permit of
 //!   a 10-permit semaphore 6 times in a row; time per round of 6.
 //! - `semaphore_concurrent_multi` (permits = 10 uncontended, 5 contended): 6 spawned tasks on

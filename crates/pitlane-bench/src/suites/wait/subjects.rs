@@ -12,8 +12,9 @@ pub(super) trait NotifySubject: Send + Sync + 'static {
     fn new() -> Self;
     fn notify_one(&self);
     fn notify_waiters(&self);
-    /// Waits for one notification.
-    fn wait(self: &Arc<Self>) -> impl Future<Output = ()> + Send + 'static;
+    /// Waits for one notification, borrowing the subject (a task of tokio's benchmark holds
+    /// its `Arc` and awaits `notify.notified()` on it, with no clone per wait).
+    fn wait(&self) -> impl Future<Output = ()> + Send + '_;
 }
 
 impl NotifySubject for pitlane_wait::Notify {
@@ -28,9 +29,8 @@ impl NotifySubject for pitlane_wait::Notify {
     fn notify_waiters(&self) {
         pitlane_wait::Notify::notify_waiters(self);
     }
-    fn wait(self: &Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
-        let this = self.clone();
-        async move { this.notified().await }
+    fn wait(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.notified()
     }
 }
 
@@ -46,9 +46,8 @@ impl NotifySubject for tokio::sync::Notify {
     fn notify_waiters(&self) {
         tokio::sync::Notify::notify_waiters(self);
     }
-    fn wait(self: &Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
-        let this = self.clone();
-        async move { this.notified().await }
+    fn wait(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.notified()
     }
 }
 
@@ -66,9 +65,8 @@ impl NotifySubject for event_listener::Event {
     fn notify_waiters(&self) {
         self.notify(usize::MAX);
     }
-    fn wait(self: &Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
-        let this = self.clone();
-        async move { this.listen().await }
+    fn wait(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.listen()
     }
 }
 
