@@ -168,21 +168,17 @@ struct Thread {
 
 fn cpu() -> i32 {
     // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's state.
-    unsafe { libc_sched_getcpu() }
-}
-
-unsafe extern "C" {
-    #[link_name = "sched_getcpu"]
-    fn libc_sched_getcpu() -> i32;
-    fn getrusage(who: i32, usage: *mut [i64; 18]) -> i32;
+    unsafe { libc::sched_getcpu() }
 }
 
 /// Involuntary context switches and minor page faults of the calling thread so far.
 fn switches() -> (i64, i64) {
-    let mut usage = [0_i64; 18];
-    // SAFETY: RUSAGE_THREAD (1) fills a `struct rusage` (18 longs on x86_64 Linux).
-    unsafe { getrusage(1, &mut usage) };
-    (usage[17], usage[8])
+    // SAFETY: an all-zero `rusage` is a valid value (integers and timevals), which
+    // `getrusage` overwrites.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable `rusage`; RUSAGE_THREAD asks for this thread's.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    (usage.ru_nivcsw, usage.ru_minflt)
 }
 
 /// One thread of a round: set-up done by the caller (its worker made), waits at `start`,
