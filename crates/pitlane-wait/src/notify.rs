@@ -465,37 +465,42 @@ const LEAVE_SPINS: u32 = if cfg!(pitlane_loom) { 1 } else { 200 };
 #[cold]
 fn leave_after_broadcast(notify: &Notify, node: Pin<&Node<Waiter>>) {
     let mut spins = 0;
-    while node.status() != NodeStatus::Dequeued {
-        if spins == LEAVE_SPINS {
-            let mut locked = notify.queue.lock();
-            // SAFETY: the node was enqueued on this queue only.
-            if unsafe { locked.remove(node) } {
-                return;
-            }
-            // Dequeued meanwhile: the remover is done with it (the lock orders its writes).
-            forward(&mut locked, node);
-            return;
-        }
+    while spins < LEAVE_SPINS && node.status() != NodeStatus::Dequeued {
         pitlane_sync::shim::hint::spin_loop();
         spins += 1;
+    }
+    leave(notify, node);
+}
+
+/// Takes a queued waiter that will not complete through the queue out of it for good: removes
+/// it under the lock if it is still queued; if a notifier dequeued it first with a
+/// `notify_one`/`notify_last` that it will never return, passes that on to another waiter (or
+/// to the permit). Used by a dropped waiter and by one that leaves after a broadcast.
+fn leave(notify: &Notify, node: Pin<&Node<Waiter>>) {
+    if node.status() != NodeStatus::Dequeued {
+        let mut locked = notify.queue.lock();
+        // SAFETY: the node was enqueued on this queue only.
+        if unsafe { locked.remove(node) } {
+            return;
+        }
+        // Dequeued meanwhile: the remover is done with it (the lock orders its writes).
+        if let Some(how) = unreturned(node) {
+            notify_locked(&mut locked, how);
+        }
+        return;
     }
     // `Dequeued` was read with acquire ordering: the remover's write of the notification,
     // made before it stored `Dequeued` (release), is visible, and it no longer touches the
     // node.
-    let how = node.data().notification.load(Ordering::Relaxed);
-    if how == NOTIFIED_FIFO || how == NOTIFIED_LIFO {
-        let mut locked = notify.queue.lock();
-        notify_locked(&mut locked, how);
+    if let Some(how) = unreturned(node) {
+        notify_locked(&mut notify.queue.lock(), how);
     }
 }
 
-/// Under the lock, for a dequeued waiter that completes without returning the notification
-/// it got: a `notify_one`/`notify_last` goes on to another waiter (or to the permit).
-fn forward(locked: &mut Locked<'_, Waiter>, node: Pin<&Node<Waiter>>) {
+/// The `notify_one`/`notify_last` a dequeued waiter got, if it got one (not a broadcast).
+fn unreturned(node: Pin<&Node<Waiter>>) -> Option<u8> {
     let how = node.data().notification.load(Ordering::Relaxed);
-    if how == NOTIFIED_FIFO || how == NOTIFIED_LIFO {
-        notify_locked(locked, how);
-    }
+    (how == NOTIFIED_FIFO || how == NOTIFIED_LIFO).then_some(how)
 }
 
 impl<N: Deref<Target = Notify>> Drop for Wait<N> {
@@ -505,22 +510,8 @@ impl<N: Deref<Target = Notify>> Drop for Wait<N> {
         }
         // SAFETY: `drop` runs on the pinned value in place; the node is not moved.
         let node = unsafe { Pin::new_unchecked(&self.node) };
-        let notify = &*self.notify;
-        let how = if node.status() == NodeStatus::Dequeued {
-            node.data().notification.load(Ordering::Relaxed)
-        } else {
-            let mut locked = notify.queue.lock();
-            // SAFETY: the node was enqueued on this queue only.
-            if unsafe { locked.remove(node) } {
-                return;
-            }
-            node.data().notification.load(Ordering::Relaxed)
-        };
-        if how == NOTIFIED_FIFO || how == NOTIFIED_LIFO {
-            // We were chosen but never returned Ready: pass it on.
-            let mut locked = notify.queue.lock();
-            notify_locked(&mut locked, how);
-        }
+        // Chosen but never returned Ready: `leave` passes the notification on.
+        leave(&self.notify, node);
     }
 }
 
