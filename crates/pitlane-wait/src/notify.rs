@@ -8,9 +8,12 @@
 //!
 //! - A [`Notified`] records the counter when it is created. When first polled (or
 //!   [enabled](Notified::enable)) it returns at once if the counter moved; otherwise, in one
-//!   compare-and-swap on the tail, it takes a stored permit or enqueues itself (if waiters are
-//!   queued and a notifier holds the lock, it first waits a bounded number of spin hints for
-//!   that removal, after which the queue may be empty and hold a permit again). After
+//!   compare-and-swap on the tail, it takes a stored permit or enqueues itself. Before that
+//!   decision it waits a bounded number of spin hints while it would have to enqueue: while
+//!   waiters are queued (for the notifiers to take them out, after which the queue may hold a
+//!   permit again), then while the queue is empty without a permit (for a `notify_one` to
+//!   store one); a `notify_waiters` seen during the wait (the counter moved) completes it, as
+//!   at its first read. After
 //!   enqueueing it reads the counter again: a `notify_waiters` that ran between its first
 //!   read and its enqueue could not see it, so it leaves the queue and completes (forwarding
 //!   a `notify_one` it may have received meanwhile). Often that broadcast did see it
@@ -39,7 +42,8 @@
 //!
 //! Linearization points: `notify_one`'s compare-and-swap on the tail, or its unlink of the
 //! waiter; `notify_waiters`' increment; a waiter's take of the permit, or the unlink that
-//! notifies it.
+//! notifies it, or (completed by a broadcast without being queued) its read of the counter
+//! that differs from the value it recorded at creation.
 
 use core::fmt;
 use core::future::Future;
@@ -370,7 +374,11 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     this.phase = Phase::Done;
                     return Poll::Ready(());
                 }
-                wait_out_removal(notify);
+                if wait_before_deciding(notify, this.broadcasts) {
+                    // A notify_waiters since creation, seen while waiting: as above.
+                    this.phase = Phase::Done;
+                    return Poll::Ready(());
+                }
                 let take_or_enqueue = |state: Option<usize>| match state {
                     Some(PERMIT) => Decision::Update(NO_PERMIT),
                     _ => {
@@ -427,27 +435,56 @@ impl<N: Deref<Target = Notify>> Wait<N> {
     }
 }
 
-/// How many spin hints a waiter about to decide waits at most while waiters are queued and a
-/// notifier holds the lock (none under loom, whose lock does not say whether it is held).
-const REMOVAL_SPINS: u32 = if cfg!(pitlane_loom) { 0 } else { 64 };
+/// How many spin hints a waiter about to decide waits at most while waiters are queued (one
+/// under loom, where the hint is a yield, so that the models see a decision taken after the
+/// wait and a broadcast seen during it).
+const QUEUED_SPINS: u32 = if cfg!(pitlane_loom) { 1 } else { 32 };
 
-/// Before a waiter's first decision (take the permit or enqueue): while waiters are queued
-/// and the lock is held (a notifier is removing one), waits a little for that removal.
+/// How many spin hints a waiter about to decide waits at most, after that, while the queue is
+/// empty and holds no permit (one under loom, as above).
+const ARRIVAL_SPINS: u32 = if cfg!(pitlane_loom) { 1 } else { 32 };
+
+/// Before a waiter's first decision (take the permit or enqueue), waits a little for the
+/// decision to become "take": while waiters are queued, for the notifiers to take them out
+/// (up to [`QUEUED_SPINS`] hints); then, while the queue is empty and holds no permit, for a
+/// `notify_one` to store one (up to [`ARRIVAL_SPINS`] hints). Returns `true` as soon as the
+/// broadcast counter differs from `created` (its value when the waiter was created): a
+/// `notify_waiters` ran since, which completes the waiter, as at its first read.
 ///
-/// The removal of the last queued waiter empties the queue, and the next `notify_one` stores
-/// a permit: a waiter that decides after it takes that permit instead of enqueueing behind
-/// the removed one, and costs no dequeue and cross-thread wake-up later. tokio's waiter gets
-/// that chance by queueing for the mutex the notifier holds. In a tight notify/wait loop, a
-/// waiter that enqueued at once kept the queue from ever emptying, so that every wake-up went
-/// through the queue (see `docs/notes/wait-bench.md`, fifth session). Only the moment of the
-/// decision changes; the decision is the same single compare-and-swap.
+/// Why: while waiters are queued the decision can only be "enqueue behind them", since
+/// `notify_one` stores no permit until the queue is empty. In a tight notify/wait loop
+/// (tokio's own benchmark) a woken task comes back to wait again at once; enqueued at once,
+/// behind the others, it keeps the queue from ever emptying, and every later wake-up goes
+/// through a dequeue and a cross-thread wake instead of a stored permit (with 500 tasks,
+/// 470-510 of every 500 wake-ups; see `docs/notes/wait-bench.md`, seventh session). tokio's
+/// waiter is held back the same way by the mutex that its enqueue and the notifier's dequeue
+/// both take. A waiter that finds no permit and nobody queued enqueues and then needs a
+/// cross-thread wake too, where a `notify_one` or `notify_waiters` a moment later would have
+/// completed it on the spot.
+///
+/// The waits are bounded (at most 64 hints, about 2.6 µs here) and end as soon as their
+/// condition changes; the decision after them is the same single compare-and-swap. The waiter
+/// is not registered during the wait (its poll has not returned), so a `notify_one` meanwhile
+/// goes to the queued waiters or to the permit, as it would if the poll had started later.
 #[inline]
-fn wait_out_removal(notify: &Notify) {
+fn wait_before_deciding(notify: &Notify, created: usize) -> bool {
     let mut spins = 0;
-    while spins < REMOVAL_SPINS && notify.queue.state().is_none() && notify.queue.lock_held() {
+    while spins < QUEUED_SPINS && notify.queue.state().is_none() {
+        if notify.broadcasts.load(Ordering::SeqCst) != created {
+            return true;
+        }
         pitlane_sync::shim::hint::spin_loop();
         spins += 1;
     }
+    spins = 0;
+    while spins < ARRIVAL_SPINS && notify.queue.state() == Some(NO_PERMIT) {
+        if notify.broadcasts.load(Ordering::SeqCst) != created {
+            return true;
+        }
+        pitlane_sync::shim::hint::spin_loop();
+        spins += 1;
+    }
+    false
 }
 
 /// How many times a waiter that found a broadcast after it enqueued reads its own status,

@@ -595,13 +595,6 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
         }
     }
 
-    /// Whether a thread holds the removal lock at this moment (a hint; `false` where the lock
-    /// cannot tell, as under loom).
-    #[inline]
-    pub(crate) fn lock_held(&self) -> bool {
-        self.lock.is_locked()
-    }
-
     /// Takes the lock and returns the guard through which nodes are removed.
     ///
     /// ```

@@ -3,7 +3,9 @@
 //! under way (the notification must reach the other waiter or the permit, never vanish), and
 //! a notify_one that coalesces with a stored permit (it still happens before the wake-up that
 //! takes the permit), and a waiter that finds a broadcast after it enqueued while a drain and
-//! a notify_one race to take it out (it waits for its own status before it locks).
+//! a notify_one race to take it out (it waits for its own status before it locks), and a
+//! waiter that waits before it decides (behind queued waiters, or for a permit): it keeps its
+//! place behind the waiters and sees a broadcast that comes during the wait.
 #![cfg(pitlane_loom)]
 
 use std::pin::pin;
@@ -263,3 +265,67 @@ fn a_coalesced_notify_one_happens_before_the_wake_up_that_takes_the_permit() {
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
+
+#[test]
+fn a_waiter_that_waits_behind_queued_waiters_keeps_their_order() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut first = Box::pin(notify.clone().notified_owned());
+        assert!(!first.as_mut().enable());
+        // Polled while a notify_one takes `first` out: it waits behind `first`, then enqueues
+        // (the queue may be empty by then, but no permit is stored: the notify_one went to
+        // `first`).
+        let newcomer = {
+            let notify = notify.clone();
+            thread::spawn(move || {
+                let mut late = Box::pin(notify.clone().notified_owned());
+                let ready = late.as_mut().enable();
+                (late, ready)
+            })
+        };
+        notify.notify_one();
+        let (mut late, ready) = newcomer.join().unwrap();
+        assert!(
+            !ready,
+            "the newcomer took a notification meant for the first waiter"
+        );
+        assert!(
+            first.as_mut().enable(),
+            "the first waiter missed its notify_one"
+        );
+        // The newcomer is queued and reachable.
+        notify.notify_one();
+        assert!(late.as_mut().enable(), "the newcomer is not reachable");
+        let mut after = pin!(notify.notified());
+        assert!(!after.as_mut().enable(), "a notification was duplicated");
+    });
+}
+
+#[test]
+fn a_waiter_waiting_before_it_decides_sees_a_broadcast_from_after_its_creation() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut first = Box::pin(notify.clone().notified_owned());
+        assert!(!first.as_mut().enable());
+        // Created before the broadcast, polled while it runs, with a waiter queued: the
+        // broadcast completes it during its wait, before it enqueues, or after (drained, or
+        // it leaves).
+        let mut late = Box::pin(notify.clone().notified_owned());
+        let newcomer = thread::spawn(move || {
+            let ready = late.as_mut().enable();
+            (late, ready)
+        });
+        notify.notify_waiters();
+        let (mut late, ready) = newcomer.join().unwrap();
+        assert!(
+            ready || late.as_mut().enable(),
+            "the newcomer missed the broadcast"
+        );
+        assert!(
+            first.as_mut().enable(),
+            "the first waiter missed the broadcast"
+        );
+        let mut after = pin!(notify.notified());
+        assert!(!after.as_mut().enable(), "notify_waiters stored a permit");
+    });
+}
