@@ -165,6 +165,12 @@ impl Notify {
     /// [enabled](Notified::enable) (or a permit stored before that). It is fused: once it
     /// returned `Ready`, it always does.
     ///
+    /// Its first poll (or `enable`), when it finds no permit, spins briefly before it
+    /// registers: while other waiters are queued, then while the queue is empty without a
+    /// permit, at most 32 spin hints each, each wait ending as soon as its condition changes
+    /// or a `notify_waiters` happens. A notification that comes a moment later then completes
+    /// it at once instead of through a wake-up (see the module doc).
+    ///
     /// # Cancel safety
     /// Dropping a `Notified` that was chosen by `notify_one` or `notify_last` but had not yet
     /// returned `Ready` passes the notification on to another waiter (or to the permit).
