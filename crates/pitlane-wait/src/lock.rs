@@ -38,25 +38,6 @@ pub unsafe trait Lock {
     /// # Safety
     /// The calling thread holds the lock.
     unsafe fn unlock(&self);
-
-    /// Whether some thread holds the lock at this moment: a hint, stale as soon as it is read,
-    /// used only to decide whether to wait a little before acting. A lock that cannot tell
-    /// says `false` (the default).
-    ///
-    /// ```
-    /// use pitlane_wait::lock::Lock;
-    ///
-    /// let lock = <parking_lot::RawMutex as lock_api::RawMutex>::INIT;
-    /// assert!(!Lock::is_locked(&lock));
-    /// Lock::lock(&lock);
-    /// assert!(Lock::is_locked(&lock));
-    /// // SAFETY: this thread holds the lock.
-    /// unsafe { Lock::unlock(&lock) };
-    /// ```
-    #[inline]
-    fn is_locked(&self) -> bool {
-        false
-    }
 }
 
 // SAFETY: `lock_api::RawMutex` promises mutual exclusion with acquire/release semantics.
@@ -70,11 +51,6 @@ unsafe impl<R: lock_api::RawMutex> Lock for R {
     unsafe fn unlock(&self) {
         // SAFETY: forwarded from the caller.
         unsafe { lock_api::RawMutex::unlock(self) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        lock_api::RawMutex::is_locked(self)
     }
 }
 
