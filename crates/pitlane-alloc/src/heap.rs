@@ -261,11 +261,33 @@ pub(crate) unsafe fn alloc_fast(heap: *mut HeapCore, class: usize) -> *mut u8 {
         if block.is_null() {
             return ptr::null_mut();
         }
-        (*page).free.set((*block).next);
+        let next = (*block).next;
+        (*page).free.set(next);
+        prefetch(next);
         let used = (*page).used.load(Ordering::Relaxed);
         (*page).used.store(used + 1, Ordering::Relaxed);
         block.cast()
     }
+}
+
+/// Asks the CPU to bring the line of the new head of a free list into its cache: the next
+/// allocation of the class reads its link from there, and by then (other work and other
+/// classes' allocations in between) the line has arrived. A free block last touched long
+/// ago (its `next` written when it was freed) is otherwise a load miss on the allocation's
+/// critical path. A hint only: it reads nothing, cannot fault (null included), and is not
+/// an access to the memory model or the sanitizers.
+#[inline(always)]
+fn prefetch(block: *mut Block) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` is part of SSE, which every x86-64 CPU has; it does not access
+    // memory and does not fault, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            block.cast::<i8>().cast_const(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = block;
 }
 
 /// Frees the small block at `ptr`, from the heap `heap` held by the calling thread (or the

@@ -6,7 +6,10 @@ use crate::class::{CLASS_SIZES, CLASSES};
 use crate::segment::{self, PAGE_SIZE, SEGMENT_SIZE};
 
 /// The process-wide counters the slow paths keep (the fast paths count nothing: bytes in use
-/// are read from the page descriptors when asked).
+/// are read from the page descriptors when asked). Every large allocation and free updates
+/// them from whichever thread makes it, so they have two cache lines to themselves, apart
+/// from the locks and the read-mostly statics the linker would put beside them.
+#[repr(align(128))]
 pub(crate) struct Counters {
     /// Bytes mapped from the OS and not unmapped: segments, large blocks, cached large blocks.
     pub(crate) mapped: AtomicUsize,
