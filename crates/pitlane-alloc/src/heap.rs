@@ -36,7 +36,9 @@
 //! A thread gets a heap on its first allocation: a *parked* heap if there is one (its pages,
 //! blocks and all, come with it), else a new one. A `pthread` key destructor runs at thread
 //! exit (std's `thread_local!` destructors may not allocate through us, so none is used): it
-//! collects remote frees, gives empty pages to the pool and parks the heap. Blocks of a
+//! publishes its held-back remote frees, gives the pages no block uses any more (remote frees
+//! counted) to the pool and parks the heap (the remote lists of pages still in use wait for
+//! the heap's next holder, see `tidy`). Blocks of a
 //! parked heap can still be freed from anywhere (remote frees), and the periodic sweep (see
 //! `pool`) visits parked heaps to release the pages that became empty. Allocations made
 //! later in a thread's exit (by other destructors) and while the allocator initialises go to
@@ -261,11 +263,33 @@ pub(crate) unsafe fn alloc_fast(heap: *mut HeapCore, class: usize) -> *mut u8 {
         if block.is_null() {
             return ptr::null_mut();
         }
-        (*page).free.set((*block).next);
+        let next = (*block).next;
+        (*page).free.set(next);
+        prefetch(next);
         let used = (*page).used.load(Ordering::Relaxed);
         (*page).used.store(used + 1, Ordering::Relaxed);
         block.cast()
     }
+}
+
+/// Asks the CPU to bring the line of the new head of a free list into its cache: the next
+/// allocation of the class reads its link from there, and by then (other work and other
+/// classes' allocations in between) the line has arrived. A free block last touched long
+/// ago (its `next` written when it was freed) is otherwise a load miss on the allocation's
+/// critical path. A hint only: it reads nothing, cannot fault (null included), and is not
+/// an access to the memory model or the sanitizers.
+#[inline(always)]
+fn prefetch(block: *mut Block) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` is part of SSE, which every x86-64 CPU has; it does not access
+    // memory and does not fault, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            block.cast::<i8>().cast_const(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = block;
 }
 
 /// Frees the small block at `ptr`, from the heap `heap` held by the calling thread (or the
@@ -893,7 +917,14 @@ extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
     heap.held.store(false, Ordering::Release);
 }
 
-/// Collects, drains, and gives the empty pages of a heap its caller holds to the pool.
+/// Drains, and gives the pages of a heap its caller holds that no block uses any more (remote
+/// frees counted) to the pool.
+///
+/// Pages still in use keep their remote lists, for the next allocation slow path of the
+/// heap's holder to take: [`collect`] would walk a list whole to append it to a non-empty free
+/// list, a chain of dependent loads of lines the freeing threads wrote, and at thread exit
+/// (where a heap's pages hold the remote frees of a whole generation of other threads) that
+/// walk cost more than the rest of the exit (`docs/notes/alloc-bench.md`, sixth session).
 fn tidy(heap: &HeapCore) {
     drain_delayed(heap);
     for class in 0..CLASSES {
@@ -902,12 +933,33 @@ fn tidy(heap: &HeapCore) {
             // SAFETY: a page of this heap's class list.
             let page = unsafe { &*at };
             at = page.next.get();
-            collect(page);
-            if page.used.load(Ordering::Relaxed) == 0 {
+            if take_if_emptied(page) {
                 release(heap, page);
             }
         }
     }
+}
+
+/// Whether no block of `page` (in a class list of a heap the caller holds) is in use, remote
+/// frees counted; if so, its remote list and count are cleared, ready for [`release`]. The
+/// blocks on the remote list are not walked: every block of the page is free, and the page's
+/// lists start over when it is next handed out ([`init_page`]).
+fn take_if_emptied(page: &Page) -> bool {
+    let used = page.used.load(Ordering::Relaxed);
+    // Acquire: every publisher adds its count (Release) after its push and its writes into
+    // the blocks, so those happen before the page is handed to anyone else.
+    let count = page.remote_count.load(Ordering::Acquire);
+    // Only blocks handed out are counted, so `count <= used`; equal means every block handed
+    // out is back, and no publisher is left to push or count (a block is freed once).
+    if count != used {
+        return false;
+    }
+    if count != 0 {
+        page.remote.store(ptr::null_mut(), Ordering::Relaxed);
+        page.remote_count.store(0, Ordering::Relaxed);
+        page.used.store(0, Ordering::Relaxed);
+    }
+    true
 }
 
 /// The first heap of the registry.

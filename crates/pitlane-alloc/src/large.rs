@@ -16,8 +16,8 @@
 //! tagged with the thread that freed it, which takes its own runs first, then those of exited
 //! threads), reused by later
 //! blocks and unmapped by the purge policy (see [`PurgePolicy`](crate::PurgePolicy)); up
-//! to 4 freed mappings of up to 1 MiB wait first in the freeing thread's own stash, for its
-//! next large blocks, without the lock.
+//! to 16 freed mappings of up to 1 MiB (4 MiB in all) wait first in the freeing thread's own
+//! stash, for its next large blocks, without the lock.
 
 use core::mem::MaybeUninit;
 use core::ptr;
@@ -316,30 +316,51 @@ fn cache_put(base: *mut u8, len: usize) {
     crate::pool::maybe_sweep(now);
 }
 
-/// Freed mappings a thread keeps for itself, at most.
-const STASH_SLOTS: usize = 4;
+/// Freed mappings a thread keeps for itself, at most. Sixteen, so that a thread whose large
+/// blocks vary in size (each taken from a stashed mapping of at least its length and at most
+/// twice it) mostly finds one there: with four, a program replacing blocks of 16–128 KiB at
+/// random at 2 threads spent an eighth of its time in the shared cache, under its lock, against
+/// the other thread doing the same (`docs/notes/alloc-bench.md`, sixth session).
+const STASH_SLOTS: usize = 16;
 /// The largest mapping a thread keeps for itself.
 const STASH_MAX_LEN: usize = 1 << 20;
+/// The most bytes a thread keeps in its stash, all mappings together.
+const STASH_MAX_BYTES: usize = 4 << 20;
 
 thread_local! {
     /// The calling thread's stash: mappings of global-heap blocks it freed, which its next
     /// large blocks take without the cache's lock. Flushed to the cache at
     /// [`collect`](crate::collect) and at thread exit (the key destructor, which a stash put
-    /// makes sure of); never more than [`STASH_SLOTS`] × [`STASH_MAX_LEN`] per thread.
+    /// makes sure of); never more than [`STASH_SLOTS`] mappings of at most [`STASH_MAX_LEN`]
+    /// each, [`STASH_MAX_BYTES`] in all, per thread.
     static STASH: [core::cell::Cell<Cached>; STASH_SLOTS] =
         const { [const { core::cell::Cell::new(NO_RUN) }; STASH_SLOTS] };
 }
 
 /// Keeps the freed mapping `base .. base + len` in the calling thread's stash; `false` if it
-/// does not fit there (too long, stash full, or the thread cannot flush it at exit).
+/// does not fit there (too long, stash full in slots or bytes, or the thread cannot flush
+/// it at exit).
 fn stash_put(base: *mut u8, len: usize) -> bool {
     if len > STASH_MAX_LEN || !crate::heap::arm_exit_flush() {
         return false;
     }
     let stashed = STASH.with(|slots| {
-        let Some(slot) = slots.iter().find(|s| s.get().base.is_null()) else {
+        let mut free = None;
+        let mut held = 0;
+        for slot in slots {
+            let run = slot.get();
+            if run.base.is_null() {
+                free = free.or(Some(slot));
+            } else {
+                held += run.len;
+            }
+        }
+        let Some(slot) = free else {
             return false;
         };
+        if held + len > STASH_MAX_BYTES {
+            return false;
+        }
         slot.set(Cached {
             base,
             len,

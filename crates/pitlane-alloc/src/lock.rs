@@ -5,6 +5,12 @@ use pitlane_sync::spin::RawTtas;
 
 /// A spin lock for the rare paths: mapping segments, the large-block cache, the heap
 /// registry, the heap of exiting threads. `const`, allocation-free, and taken around `fork`.
+///
+/// Each lock has two cache lines to itself (the adjacent-line prefetcher moves lines in
+/// pairs): the locks are statics, and the linker would otherwise place them beside other
+/// statics that other threads write outside the lock (the statistics counters, which every
+/// large allocation and free updates, sat on the large-block cache lock's line).
+#[repr(align(128))]
 pub(crate) struct SpinLock {
     raw: RawTtas,
 }

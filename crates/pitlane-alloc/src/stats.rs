@@ -6,7 +6,10 @@ use crate::class::{CLASS_SIZES, CLASSES};
 use crate::segment::{self, PAGE_SIZE, SEGMENT_SIZE};
 
 /// The process-wide counters the slow paths keep (the fast paths count nothing: bytes in use
-/// are read from the page descriptors when asked).
+/// are read from the page descriptors when asked). Every large allocation and free updates
+/// them from whichever thread makes it, so they have two cache lines to themselves, apart
+/// from the locks and the read-mostly statics the linker would put beside them.
+#[repr(align(128))]
 pub(crate) struct Counters {
     /// Bytes mapped from the OS and not unmapped: segments, large blocks, cached large blocks.
     pub(crate) mapped: AtomicUsize,
@@ -40,7 +43,9 @@ impl Counters {
 /// Taken without stopping other threads, so each figure is read at a slightly different
 /// moment; exact when no other thread allocates meanwhile. Blocks freed by a thread other than
 /// the one whose heap owns their page count as in use until that heap collects them (its next
-/// allocation that finds its current page empty, or a sweep of an exited thread's heap).
+/// allocation that finds its current page empty), or until they leave their page with no
+/// block in use, which then goes back to the pool (at `collect()` on the heap's thread, its
+/// exit, or a sweep of an exited thread's heap).
 ///
 /// ```
 /// let stats = pitlane_alloc::stats();
