@@ -9,7 +9,9 @@
 //! - A [`Notified`] records the counter when it is created. When first polled (or
 //!   [enabled](Notified::enable)) it returns at once if the counter moved; otherwise, in one
 //!   compare-and-swap on the tail, it takes a stored permit or enqueues itself. Before that
-//!   decision it waits a bounded number of spin hints while it would have to enqueue: while
+//!   decision, if the last notification came from another thread (a notifier on the
+//!   waiter's own thread cannot act meanwhile), it waits a bounded number of spin hints
+//!   while it would have to enqueue: while
 //!   waiters are queued (for the notifiers to take them out, after which the queue may hold a
 //!   permit again), then while the queue is empty without a permit (for a `notify_one` to
 //!   store one); a `notify_waiters` seen during the wait (the counter moved) completes it, as
@@ -126,6 +128,10 @@ pub struct Notify {
     queue: WaitQueue<Waiter>,
     /// How many times `notify_waiters` was called (wrapping).
     broadcasts: AtomicUsize,
+    /// The thread that called `notify_one`, `notify_last` or `notify_waiters` last, as a
+    /// [`thread_token`], or 0: a hint, read by a waiter to decide whether a short wait before
+    /// it enqueues can end in a notification (see `wait_before_deciding`).
+    notifier: AtomicUsize,
 }
 
 impl Notify {
@@ -139,6 +145,7 @@ impl Notify {
         Notify {
             queue: WaitQueue::new(NO_PERMIT),
             broadcasts: AtomicUsize::new(0),
+            notifier: AtomicUsize::new(0),
         }
     }
 
@@ -155,6 +162,7 @@ impl Notify {
         Notify {
             queue: WaitQueue::new(NO_PERMIT),
             broadcasts: AtomicUsize::new(0),
+            notifier: AtomicUsize::new(0),
         }
     }
 
@@ -165,8 +173,9 @@ impl Notify {
     /// [enabled](Notified::enable) (or a permit stored before that). It is fused: once it
     /// returned `Ready`, it always does.
     ///
-    /// Its first poll (or `enable`), when it finds no permit, spins briefly before it
-    /// registers: while other waiters are queued, then while the queue is empty without a
+    /// Its first poll (or `enable`), when it finds no permit and the last `notify_*` call
+    /// came from another thread, spins briefly before it registers: while other waiters are
+    /// queued, then while the queue is empty without a
     /// permit, at most 32 spin hints each, each wait ending as soon as its condition changes
     /// or a `notify_waiters` happens. A notification that comes a moment later then completes
     /// it at once instead of through a wake-up (see the module doc).
@@ -252,6 +261,7 @@ impl Notify {
 
     #[inline]
     fn notify(&self, how: u8) {
+        self.note_notifier();
         // No waiter: store the permit by a compare-and-swap from "no permit"; if it is stored
         // already, write it again (a compare-and-swap from "permit" to "permit"), so that,
         // as with tokio and `Thread::unpark`, this call happens before the wake-up that takes
@@ -264,6 +274,28 @@ impl Notify {
                 Err(None) => return self.notify_waiter(how),
             }
         }
+    }
+
+    /// Records the calling thread as the last notifier (a plain store, made only when it
+    /// changes, so a thread that keeps notifying writes nothing more).
+    #[inline]
+    fn note_notifier(&self) {
+        let me = thread_token();
+        if me != 0 && self.notifier.load(Ordering::Relaxed) != me {
+            self.notifier.store(me, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the last notification came from another thread than the caller's: only then
+    /// can a notifier act while the caller waits before deciding. Always under loom, so that
+    /// the models see those waits; never without `std` (no thread tokens).
+    #[inline]
+    fn notifier_elsewhere(&self) -> bool {
+        if cfg!(pitlane_loom) {
+            return true;
+        }
+        let last = self.notifier.load(Ordering::Relaxed);
+        last != 0 && last != thread_token()
     }
 
     #[inline(never)]
@@ -292,6 +324,7 @@ impl Notify {
     /// assert!(b.as_mut().enable());
     /// ```
     pub fn notify_waiters(&self) {
+        self.note_notifier();
         self.broadcasts.fetch_add(1, Ordering::SeqCst);
         // Either a waiter's second read of the counter sees this increment, or this look at
         // the queue sees the waiter queued (see the module doc).
@@ -468,12 +501,22 @@ const ARRIVAL_SPINS: u32 = if cfg!(pitlane_loom) { 1 } else { 32 };
 /// cross-thread wake too, where a `notify_one` or `notify_waiters` a moment later would have
 /// completed it on the spot.
 ///
+/// Only when the last notification came from another thread (see
+/// [`Notify::notifier_elsewhere`]): a notifier on the waiter's own thread (two tasks of a
+/// single-threaded runtime that notify each other) cannot act while the waiter spins, so
+/// there the wait would only add its whole length to every hand-over (a ping-pong between two
+/// tasks on a `current_thread` runtime went from about 320 to 1,330 ns per round trip with
+/// it; `docs/notes/wait-bench.md`, seventh session).
+///
 /// The waits are bounded (at most 64 hints, about 2.6 µs here) and end as soon as their
 /// condition changes; the decision after them is the same single compare-and-swap. The waiter
 /// is not registered during the wait (its poll has not returned), so a `notify_one` meanwhile
 /// goes to the queued waiters or to the permit, as it would if the poll had started later.
 #[inline]
 fn wait_before_deciding(notify: &Notify, created: usize) -> bool {
+    if !notify.notifier_elsewhere() {
+        return false;
+    }
     let mut spins = 0;
     while spins < QUEUED_SPINS && notify.queue.state().is_none() {
         if notify.broadcasts.load(Ordering::SeqCst) != created {
@@ -491,6 +534,24 @@ fn wait_before_deciding(notify: &Notify, created: usize) -> bool {
         spins += 1;
     }
     false
+}
+
+/// A number that names the calling thread while it runs (the address of a thread-local of
+/// its own), for [`Notify::notifier_elsewhere`]; 0 without `std` and under loom. A token may
+/// be reused by a later thread: it serves a hint only.
+#[inline]
+fn thread_token() -> usize {
+    #[cfg(all(feature = "std", not(pitlane_loom)))]
+    {
+        std::thread_local! {
+            static MARK: u8 = const { 0 };
+        }
+        MARK.with(|mark| core::ptr::from_ref(mark).addr())
+    }
+    #[cfg(not(all(feature = "std", not(pitlane_loom))))]
+    {
+        0
+    }
 }
 
 /// How many times a waiter that found a broadcast after it enqueued reads its own status,

@@ -10,6 +10,12 @@
 //!   its own clone of the `Arc` and borrows the subject for every wait (until 2026-11-25 the
 //!   suite cloned the `Arc` for every wait, which is not tokio's body and changed what was
 //!   measured: `docs/notes/wait-bench.md`, fifth session).
+//! - `notify_ping_pong`: two tasks on a current-thread runtime hand a notification back and
+//!   forth over two `Notify`s (`notify_one`, then wait for the answer), as request/response
+//!   tasks of a single-threaded server do; time per 100 round trips. Not one of tokio's
+//!   benchmarks: it measures what a notifier on the waiter's own thread costs (a waiter that
+//!   spins before it enqueues gains nothing there and loses its whole spin). event-listener's
+//!   `Event` is left out: a notification with no listener is lost, and the hand-over stalls.
 //! - `semaphore_uncontended`: on a 6-worker runtime, one task acquires and releases a permit of
 //!   a 10-permit semaphore 6 times in a row; time per round of 6.
 //! - `semaphore_concurrent_multi` (permits = 10 uncontended, 5 contended): 6 spawned tasks on
@@ -50,6 +56,8 @@ const WORKERS: usize = 6;
 const ACQUIRES: usize = 6;
 /// A run that has not finished after this long lost a wake-up.
 const DEADLINE: Duration = Duration::from_secs(20);
+/// Round trips per iteration of `notify_ping_pong`.
+const ROUND_TRIPS: usize = 100;
 
 const WORKLOADS: &[Workload] = &[
     Workload {
@@ -59,6 +67,10 @@ const WORKLOADS: &[Workload] = &[
     Workload {
         name: "notify_waiters",
         about: "notify_waiters until 500 wake-ups of 10..500 waiting tasks, 6-worker runtime",
+    },
+    Workload {
+        name: "notify_ping_pong",
+        about: "two tasks hand a notify_one back and forth, 100 round trips, current-thread runtime",
     },
     Workload {
         name: "semaphore_uncontended",
@@ -117,6 +129,14 @@ impl Suite for Wait {
             }
         }
         goals.push(Goal::ratio(
+            "notify_ping_pong",
+            params! {},
+            &metric,
+            notify,
+            tokio_notify,
+            NOT_SLOWER,
+        ));
+        goals.push(Goal::ratio(
             "semaphore_uncontended",
             params! {},
             &metric,
@@ -174,6 +194,14 @@ impl Suite for Wait {
                 bench.measure(case)?;
             }
         }
+        let mut case = Case::new(
+            "notify_ping_pong",
+            params! {"threads" => 1},
+            vec![ns_per_iter()],
+        );
+        case.push(ping_pong_subject::<pitlane_wait::Notify>(run_for));
+        case.push(ping_pong_subject::<tokio::sync::Notify>(run_for));
+        bench.measure(case)?;
         let mut case = Case::new(
             "semaphore_uncontended",
             params! {"capacity" => 10, "threads" => WORKERS},
@@ -331,6 +359,72 @@ fn notify_run<N: NotifySubject>(
     result
 }
 
+fn ping_pong_subject<'a, N: NotifySubject>(run_for: Duration) -> Subject<'a> {
+    let run = move || Ok(vec![ping_pong_run::<N>(run_for)?]);
+    if N::PEER {
+        Subject::peer(N::NAME, run)
+    } else {
+        Subject::ours(N::NAME, run)
+    }
+}
+
+/// Two tasks of a current-thread runtime: the measuring one calls `notify_one` on `ping` and
+/// waits on `pong`; the echoing one waits on `ping` and calls `notify_one` on `pong`.
+/// Nanoseconds per [`ROUND_TRIPS`] round trips. A lost notification stalls the hand-over,
+/// which then fails after [`DEADLINE`].
+fn ping_pong_run<N: NotifySubject>(run_for: Duration) -> Result<f64, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot build a runtime: {e}"))?;
+    let ping = Arc::new(N::new());
+    let pong = Arc::new(N::new());
+    let result = rt.block_on(async {
+        let echo = {
+            let (ping, pong) = (ping.clone(), pong.clone());
+            tokio::spawn(async move {
+                loop {
+                    ping.wait().await;
+                    pong.notify_one();
+                }
+            })
+        };
+        // One iteration: ROUND_TRIPS hand-overs, failing if one stalls.
+        let iteration = || async {
+            tokio::time::timeout(DEADLINE, async {
+                for _ in 0..ROUND_TRIPS {
+                    ping.notify_one();
+                    pong.wait().await;
+                }
+            })
+            .await
+            .map_err(|_| {
+                format!(
+                    "{}: a ping-pong hand-over stalled for {DEADLINE:?}",
+                    N::NAME
+                )
+            })
+        };
+        let warm_up = Instant::now();
+        while warm_up.elapsed() < run_for / 4 {
+            iteration().await?;
+        }
+        let start = Instant::now();
+        let mut done = 0_u64;
+        loop {
+            iteration().await?;
+            done += 1;
+            let elapsed = start.elapsed();
+            if elapsed >= run_for {
+                echo.abort();
+                return Ok(elapsed.as_nanos() as f64 / done as f64);
+            }
+        }
+    });
+    rt.shutdown_background();
+    result
+}
+
 fn semaphore_uncontended(which: Which, run_for: Duration) -> RunResult {
     match which {
         Which::Pitlane => uncontended::<pitlane_wait::Semaphore>(run_for),
@@ -432,6 +526,8 @@ mod tests {
             assert!(notify_run::<tokio::sync::Notify>(10, broadcast, d).unwrap() > 0.0);
             assert!(notify_run::<event_listener::Event>(10, broadcast, d).unwrap() > 0.0);
         }
+        assert!(ping_pong_run::<pitlane_wait::Notify>(d).unwrap() > 0.0);
+        assert!(ping_pong_run::<tokio::sync::Notify>(d).unwrap() > 0.0);
     }
 
     #[test]
