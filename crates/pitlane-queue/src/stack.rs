@@ -719,10 +719,8 @@ impl<T> Stack<T> {
         // SAFETY: published by a release store that this acquire load sees (made by this thread
         // or by an earlier holder of the seat, whose exit happens before our seat was taken),
         // freed only when the stack is dropped, which `&self` outlives.
-        match unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() } {
-            Some(cache) => Some(cache),
-            None => Some(self.seat_cache_new(seat)),
-        }
+        let made = unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() };
+        Some(made.unwrap_or_else(|| self.seat_cache_new(seat)))
     }
 
     /// The first plain call of the holder of `seat` on this stack: make its cache.

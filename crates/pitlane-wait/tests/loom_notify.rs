@@ -8,7 +8,7 @@
 //! place behind the waiters and sees a broadcast that comes during the wait.
 #![cfg(pitlane_loom)]
 
-use std::pin::pin;
+use std::pin::{Pin, pin};
 
 use loom::future::block_on;
 use std::sync::Arc as StdArc;
@@ -17,7 +17,18 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
-use pitlane_wait::Notify;
+use pitlane_wait::{Notify, OwnedNotified};
+
+/// A thread that creates a waiter of `notify` and enables it (its first poll), handing back
+/// the waiter and whether that completed it.
+fn newcomer(notify: &StdArc<Notify>) -> thread::JoinHandle<(Pin<Box<OwnedNotified>>, bool)> {
+    let notify = notify.clone();
+    thread::spawn(move || {
+        let mut late = Box::pin(notify.notified_owned());
+        let ready = late.as_mut().enable();
+        (late, ready)
+    })
+}
 
 #[test]
 fn notify_one_reaches_a_waiter_that_enqueues_concurrently() {
@@ -167,14 +178,7 @@ fn a_waiter_enqueued_during_notify_waiters_is_drained_or_stays_reachable() {
         let notify = StdArc::new(Notify::new());
         let mut queued = Box::pin(notify.clone().notified_owned());
         assert!(!queued.as_mut().enable());
-        let newcomer = {
-            let notify = notify.clone();
-            thread::spawn(move || {
-                let mut late = Box::pin(notify.clone().notified_owned());
-                let ready = late.as_mut().enable();
-                (late, ready)
-            })
-        };
+        let newcomer = newcomer(&notify);
         notify.notify_waiters();
         let (mut late, ready) = newcomer.join().unwrap();
         assert!(
@@ -275,14 +279,7 @@ fn a_waiter_that_waits_behind_queued_waiters_keeps_their_order() {
         // Polled while a notify_one takes `first` out: it waits behind `first`, then enqueues
         // (the queue may be empty by then, but no permit is stored: the notify_one went to
         // `first`).
-        let newcomer = {
-            let notify = notify.clone();
-            thread::spawn(move || {
-                let mut late = Box::pin(notify.clone().notified_owned());
-                let ready = late.as_mut().enable();
-                (late, ready)
-            })
-        };
+        let newcomer = newcomer(&notify);
         notify.notify_one();
         let (mut late, ready) = newcomer.join().unwrap();
         assert!(
