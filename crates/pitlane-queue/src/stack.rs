@@ -56,6 +56,21 @@
 //! destructor late in a thread's exit) takes a batch's first node and gives the rest back
 //! (one node is a batch of one), and returns a popped node as a batch of one.
 //!
+//! **The owner's guess.** An operation with a stash of its own (a handle's, or a seat's) does
+//! not load the top first: it compares against the word its own latest successful exchange
+//! installed, kept beside the stash, and loads nothing unless that guess is wrong. When no
+//! other thread has touched the stack since, the guess is right, and a push and a pop become
+//! two compare-and-swaps with nothing between them but registers and the node's `next`
+//! (loading the top after the previous compare-and-swap completes was a quarter of a pair's
+//! time on one thread; `docs/notes/plain-calls.md`). When the guess is wrong, the failed
+//! compare-and-swap has read the current word, atomically, as the load would have: the
+//! operation goes on from that word, and the wrong guess does not count as a lost race. A pop
+//! still reads the `next` of the guessed top's node afresh before its compare-and-swap, so a
+//! guess carries no more than the word itself; a guess of an empty top is never used (a pop
+//! reports empty only from a load, or from a failed compare-and-swap's read). A push needs
+//! only the word to be right: whatever made the top equal to the guess, the node it links
+//! below is the node the top names.
+//!
 //! **ABA.** A pop that read top `A` with `B` below, stalled while others popped `A` and `B` and
 //! pushed `A` again, would swing the top to the stale `B`. Here the snapshot it compares
 //! against carries `A`'s generation at the time it read it, and the top's generation has moved
@@ -63,22 +78,29 @@
 //! node's `next` reads a valid (if meaningless) index and never touches freed memory; the
 //! generation check then discards it. The 43-bit generation repeats after 2^43 exchanges on
 //! the same word, 2.4 hours even at 10^9 exchanges a second; a stale CAS succeeds only for a
-//! thread stalled across exactly a multiple of that many, which then finds the very node it
-//! read back on top.
+//! thread stalled, between its read of a node's `next` and its CAS, across exactly a multiple
+//! of that many, which then finds the very node it read back on top. An owner's guess may be
+//! hours old, but it only stands in for the load of the top: a pop still reads `next` after
+//! choosing the word, so a wrap before that read is harmless (if the top equals the guess from
+//! that read to the CAS, the `next` read is the node's real one), and the window is the same,
+//! from the read of `next` to the CAS.
 //!
 //! # When the try operations fail
 //!
 //! [`Stack::try_pop`] returns [`PopError::Transient`] exactly when its CAS on the top fails
-//! (another push or pop changed the top since it was read), and [`PopError::Empty`] when it
-//! reads an empty top. [`Stack::try_push`] returns `Err(item)` exactly when its CAS on the top
-//! fails; the node it had prepared goes back to the free list. [`Stack::push`] does not give
+//! against a word it read (another push or pop changed the top since), and
+//! [`PopError::Empty`] when it reads an empty top. [`Stack::try_push`] returns `Err(item)`
+//! exactly when its CAS on the top fails against a word it read; the node it had prepared goes
+//! back to the free list. A CAS against a wrong guess (above) is not such a failure: the
+//! operation makes one more attempt from the word that CAS read. [`Stack::push`] does not give
 //! the node back between attempts, so prefer it to a loop over `try_push`.
 //!
 //! # Linearization points
 //!
 //! A push takes effect at its successful CAS on the top; a pop that returns an item at its
 //! successful CAS on the top (taking the node it had read); a pop that returns
-//! [`PopError::Empty`] at its load of the top that found no node. Popping a node whose item was
+//! [`PopError::Empty`] at its read of the top that found no node (a load, or the read of a
+//! CAS against a wrong guess). Popping a node whose item was
 //! revoked is skipped inside the same pop, which then starts over.
 
 use core::cell::UnsafeCell;
@@ -101,6 +123,8 @@ use crate::weak_bag::{BagHandle, IntoIter, PopError, PushError, RetryPause, Weak
 const INDEX_BITS: u32 = 21;
 /// The top and free-list words.
 type TopWord = TaggedIndex<INDEX_BITS>;
+/// What a load of a [`TopWord`] reads.
+type TopValue = Tagged<INDEX_BITS>;
 /// The index that names no node.
 const NIL: u32 = Tagged::<INDEX_BITS>::NIL;
 /// Nodes in the first chunk; chunk `k` holds `FIRST_CHUNK << k`.
@@ -212,6 +236,10 @@ struct Stash {
     /// Free node indices, `nodes[..len]`.
     nodes: UnsafeCell<[u32; STASH_CAPACITY]>,
     len: UnsafeCell<usize>,
+    /// The top word as the stash's user last left it: the word its latest successful exchange
+    /// of the top installed. Its next operation compares against this word instead of loading
+    /// the top first (see "The owner's guess" in the module documentation).
+    guess: UnsafeCell<TopValue>,
 }
 
 impl Stash {
@@ -219,6 +247,7 @@ impl Stash {
         Self {
             nodes: UnsafeCell::new([NIL; STASH_CAPACITY]),
             len: UnsafeCell::new(0),
+            guess: UnsafeCell::new(TopValue::new(NIL, 0)),
         }
     }
 
@@ -437,21 +466,29 @@ impl<T> Stack<T> {
     #[inline]
     fn try_pop_in(&self, cache: Cache<'_>) -> Result<T, PopError> {
         loop {
-            let top = self.top.word.load(Ordering::Acquire);
-            if top.is_nil() {
-                return Err(PopError::Empty);
-            }
-            let node = self.node(top.index());
-            // A stale read if the node was popped meanwhile; the CAS then fails.
-            let below = node.next.load(Ordering::Relaxed);
-            if self
-                .top
-                .word
-                .compare_exchange(top, below, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                return Err(PopError::Transient);
-            }
+            let (mut top, mut guessed) = self.first_top(cache, Ordering::Acquire);
+            let node = loop {
+                if top.is_nil() {
+                    return Err(PopError::Empty);
+                }
+                let node = self.node(top.index());
+                // A stale read if the node was popped meanwhile; the CAS then fails.
+                let below = node.next.load(Ordering::Relaxed);
+                match self.top.word.compare_exchange(
+                    top,
+                    below,
+                    Ordering::Acquire,
+                    Ordering::Acquire,
+                ) {
+                    Ok(installed) => {
+                        Self::remember(installed, cache);
+                        break node;
+                    }
+                    // A wrong guess is no lost race: go on from the word the CAS read.
+                    Err(now) if guessed => (top, guessed) = (now, false),
+                    Err(_) => return Err(PopError::Transient),
+                }
+            };
             self.count(1_usize.wrapping_neg(), cache);
             // The node is ours now.
             let state = node.slot.state.load(Ordering::Acquire);
@@ -687,6 +724,31 @@ impl<T> Stack<T> {
         }
     }
 
+    /// The top word an operation through `cache` compares against first, and whether it is
+    /// the owner's guess (`true`) or a load of the top (`false`). An empty guess is not
+    /// used, so that a pop never reports [`PopError::Empty`] from a guess.
+    #[inline(always)]
+    fn first_top(&self, cache: Cache<'_>, order: Ordering) -> (TopValue, bool) {
+        if let Cache::Own { stash, .. } = cache {
+            // SAFETY: a `Cache::Own` is only made for the stash's one user (see `Stash`).
+            let guess = unsafe { *stash.guess.get() };
+            if !guess.is_nil() {
+                return (guess, true);
+            }
+        }
+        (self.top.word.load(order), false)
+    }
+
+    /// Keeps `installed`, the top word a successful exchange through `cache` just made, as
+    /// the owner's next guess.
+    #[inline(always)]
+    fn remember(installed: TopValue, cache: Cache<'_>) {
+        if let Cache::Own { stash, .. } = cache {
+            // SAFETY: as in `first_top`.
+            unsafe { *stash.guess.get() = installed };
+        }
+    }
+
     /// Runs the plain call `op` with the calling thread's cache: its seat's stash and tally
     /// (made on the seat's first call), or, for a thread without a seat, the shared free list
     /// and count. The two are separate copies of `op`, so that the seated one, the fast path,
@@ -829,18 +891,23 @@ impl<T> Stack<T> {
     fn try_push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(), PushError<T>> {
         let (index, node) = self.prepare(item, tag, cache).map_err(PushError::Full)?;
         // Relaxed: the push reads nothing through the top it found, it only links to it.
-        let top = self.top.word.load(Ordering::Relaxed);
-        node.next.store(top.index(), Ordering::Relaxed);
-        match self
-            .top
-            .word
-            .compare_exchange(top, index, Ordering::Release, Ordering::Relaxed)
-        {
-            Ok(_) => {
-                self.count(1, cache);
-                Ok(())
+        let (mut top, mut guessed) = self.first_top(cache, Ordering::Relaxed);
+        loop {
+            node.next.store(top.index(), Ordering::Relaxed);
+            match self
+                .top
+                .word
+                .compare_exchange(top, index, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(installed) => {
+                    Self::remember(installed, cache);
+                    self.count(1, cache);
+                    return Ok(());
+                }
+                // A wrong guess is no lost race: go on from the word the CAS read.
+                Err(now) if guessed => (top, guessed) = (now, false),
+                Err(_) => return self.unprepare(index, node, tag, cache),
             }
-            Err(_) => self.unprepare(index, node, tag, cache),
         }
     }
 
@@ -883,7 +950,7 @@ impl<T> Stack<T> {
             Err(item) => crate::weak_bag::full(item),
         };
         // Relaxed (here and on failure): the push only links to the top it found.
-        let mut top = self.top.word.load(Ordering::Relaxed);
+        let (mut top, mut guessed) = self.first_top(cache, Ordering::Relaxed);
         let pause = RetryPause::new();
         loop {
             node.next.store(top.index(), Ordering::Relaxed);
@@ -893,10 +960,13 @@ impl<T> Stack<T> {
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => {
+                Ok(installed) => {
+                    Self::remember(installed, cache);
                     self.count(1, cache);
                     return;
                 }
+                // A wrong guess is no lost race: retry at once with the word the CAS read.
+                Err(now) if guessed => (top, guessed) = (now, false),
                 Err(_) => {
                     pause.pause();
                     top = self.top.word.load(Ordering::Relaxed);

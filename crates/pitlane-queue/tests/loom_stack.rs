@@ -1,6 +1,8 @@
 //! Loom models of the Treiber stack: the tagged top against concurrent pushes and pops, and the
 //! node stashes of handles moving batches through the shared free list (under loom a batch is 2
-//! nodes, so a handle refills and spills after a few operations).
+//! nodes, so a handle refills and spills after a few operations), and a handle's guess of the top
+//! going stale. Plain calls have no seats under loom (they use the shared free list and count
+//! and load the top), so the guess is modelled through handles, which run the same code.
 #![cfg(pitlane_loom)]
 
 use loom::sync::Arc;
@@ -92,6 +94,39 @@ fn handles_count_in_tallies_that_later_handles_inherit() {
         let drained = std::iter::from_fn(|| handle.pop()).count();
         assert_eq!(drained, 3 - popped);
         assert_eq!(stack.len(), 0);
+    });
+}
+
+#[test]
+fn a_stale_guess_of_the_top_fails_and_the_operation_goes_on_from_the_real_top() {
+    loom::model(|| {
+        let stack = Arc::new(Stack::new());
+        let handle = stack.handle();
+        // The main thread's guess is now the top it installed: the node holding 1.
+        handle.push(1);
+        let other = {
+            let stack = stack.clone();
+            thread::spawn(move || {
+                let handle = stack.handle();
+                // If this pop takes 1, its node goes to this handle's stash and the push below
+                // reuses it: the same index back on top under a newer generation, the case a
+                // guess compared by index alone would get wrong.
+                let got = handle.pop();
+                handle.push(3);
+                got
+            })
+        };
+        // Each compares against its guess first; a wrong one must neither report a lost race
+        // nor lose or duplicate anything.
+        let mine = handle.pop();
+        handle.push(4);
+        let theirs = other.join().unwrap();
+        drop(handle);
+        let mut all: Vec<u32> = [mine, theirs].into_iter().flatten().collect();
+        assert_eq!(stack.len(), 3 - all.len());
+        all.extend(std::iter::from_fn(|| stack.pop()));
+        all.sort_unstable();
+        assert_eq!(all, [1, 3, 4]);
     });
 }
 
