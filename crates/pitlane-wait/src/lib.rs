@@ -22,8 +22,9 @@
 //! names here, and `tokio::sync::futures::{Notified, OwnedNotified}` become
 //! [`notify::Notified`] and [`notify::OwnedNotified`]. Signatures (`u32` for
 //! `acquire_many`/`try_acquire_many`, `usize` elsewhere, as in tokio), `Send`/`Sync`/`Unpin`
-//! of futures and permits, panics and their messages are the same. The crate does not depend
-//! on a runtime; tokio is only an optional feature (see below).
+//! of futures and permits, `UnwindSafe` of `Notify`, panics and their messages are the same
+//! (tokio's own tests check it, see below). The crate does not depend on a runtime; tokio is
+//! only an optional feature (see below).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -53,6 +54,27 @@
 //! assert_eq!(pool.available_permits(), 2);
 //! # }
 //! ```
+//!
+//! # Checked against tokio's own tests
+//!
+//! CI runs tokio's own test files for these types against this crate: `tests/sync_notify.rs`,
+//! `sync_notify_owned.rs`, `sync_semaphore.rs` and `sync_semaphore_owned.rs` whole, and the
+//! lines of `async_send_sync.rs` (`Send`, `Sync`, `Unpin`, `!Unpin` of the types and the
+//! `acquire*` futures) and `unwindsafe.rs` (`Notify: UnwindSafe + RefUnwindSafe`) that name
+//! them. They are taken from the cargo registry at the tokio version `Cargo.lock` pins and
+//! copied into a scratch crate outside the workspace with only the paths of the replaced
+//! types changed (`tokio::sync::Notify` to `pitlane_wait::Notify` and so on); nothing else
+//! in them is edited. To run it locally, from the repository root:
+//!
+//! ```sh
+//! cargo fetch && python3 .ci/tokio-conformance.py
+//! ```
+//!
+//! No test is skipped. Four are compiled out by tokio's own `cfg(target_pointer_width =
+//! "32")` on 64-bit machines (`acquire_many*_exceeds_maxpermits` and
+//! `acquire_many*_top_bit_exceeds_maxpermits`, plain and owned: a `u32` count above
+//! [`Semaphore::MAX_PERMITS`] exists only where `usize` is 32 bits). The script lists the
+//! tests it would skip, each with its reason, should a later tokio need one.
 //!
 //! # Features
 //!

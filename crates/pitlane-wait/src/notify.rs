@@ -360,6 +360,16 @@ impl Default for Notify {
     }
 }
 
+// `Notify` is unwind safe, as tokio's is (its tests/unwindsafe.rs checks that; without these
+// impls the `UnsafeCell` of a waiter's waker slot, reached through the queue's node pointers,
+// would make it neither). A panic cannot leave a `Notify` broken for the code that catches
+// it: the only user code it runs is wakers, called with the lock released, and a waker that
+// panics in `notify_waiters` still leaves every drained waiter notified (see that method);
+// the lock does not poison, and every other step is an atomic operation or a list update
+// made under the lock by code that does not panic.
+impl core::panic::UnwindSafe for Notify {}
+impl core::panic::RefUnwindSafe for Notify {}
+
 impl fmt::Debug for Notify {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.queue.state();

@@ -336,7 +336,7 @@ impl Semaphore {
         }
         Ok(SemaphorePermit {
             sem: self,
-            permits: n,
+            permits: n as usize,
         })
     }
 
@@ -380,7 +380,7 @@ impl Semaphore {
         self.try_take(n as usize)?;
         Ok(SemaphorePermit {
             sem: self,
-            permits: n,
+            permits: n as usize,
         })
     }
 
@@ -486,7 +486,7 @@ impl Semaphore {
         }
         Ok(OwnedSemaphorePermit {
             sem: self,
-            permits: n,
+            permits: n as usize,
         })
     }
 
@@ -529,7 +529,7 @@ impl Semaphore {
         self.try_take(n as usize)?;
         Ok(OwnedSemaphorePermit {
             sem: self,
-            permits: n,
+            permits: n as usize,
         })
     }
 
@@ -878,7 +878,8 @@ impl Drop for Acquire<'_> {
 #[derive(Debug)]
 pub struct SemaphorePermit<'a> {
     sem: &'a Semaphore,
-    permits: u32,
+    /// `usize`, as tokio's: merged permits may hold more than `u32::MAX`.
+    permits: usize,
 }
 
 impl<'a> SemaphorePermit<'a> {
@@ -925,7 +926,6 @@ impl<'a> SemaphorePermit<'a> {
     /// assert!(permit.split(3).is_none());
     /// ```
     pub fn split(&mut self, n: usize) -> Option<Self> {
-        let n = u32::try_from(n).ok()?;
         if n > self.permits {
             return None;
         }
@@ -936,6 +936,17 @@ impl<'a> SemaphorePermit<'a> {
         })
     }
 
+    /// The semaphore these permits came from.
+    ///
+    /// ```
+    /// let semaphore = pitlane_wait::Semaphore::new(1);
+    /// let permit = semaphore.try_acquire().unwrap();
+    /// assert!(std::ptr::eq(permit.semaphore(), &semaphore));
+    /// ```
+    pub fn semaphore(&self) -> &Semaphore {
+        self.sem
+    }
+
     /// How many permits this holds.
     ///
     /// ```
@@ -943,14 +954,14 @@ impl<'a> SemaphorePermit<'a> {
     /// assert_eq!(semaphore.try_acquire_many(2).unwrap().num_permits(), 2);
     /// ```
     pub fn num_permits(&self) -> usize {
-        self.permits as usize
+        self.permits
     }
 }
 
 impl Drop for SemaphorePermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.sem.release(self.permits as usize);
+        self.sem.release(self.permits);
     }
 }
 
@@ -970,7 +981,8 @@ impl Drop for SemaphorePermit<'_> {
 #[derive(Debug)]
 pub struct OwnedSemaphorePermit {
     sem: Arc<Semaphore>,
-    permits: u32,
+    /// `usize`, as tokio's: merged permits may hold more than `u32::MAX`.
+    permits: usize,
 }
 
 #[cfg(feature = "alloc")]
@@ -1020,7 +1032,6 @@ impl OwnedSemaphorePermit {
     /// assert_eq!((permit.num_permits(), one.num_permits()), (1, 1));
     /// ```
     pub fn split(&mut self, n: usize) -> Option<Self> {
-        let n = u32::try_from(n).ok()?;
         if n > self.permits {
             return None;
         }
@@ -1051,7 +1062,7 @@ impl OwnedSemaphorePermit {
     /// assert_eq!(semaphore.try_acquire_many_owned(2).unwrap().num_permits(), 2);
     /// ```
     pub fn num_permits(&self) -> usize {
-        self.permits as usize
+        self.permits
     }
 }
 
@@ -1059,6 +1070,6 @@ impl OwnedSemaphorePermit {
 impl Drop for OwnedSemaphorePermit {
     #[inline]
     fn drop(&mut self) {
-        self.sem.release(self.permits as usize);
+        self.sem.release(self.permits);
     }
 }

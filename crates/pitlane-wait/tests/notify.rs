@@ -384,6 +384,27 @@ fn notify_waiters_is_panic_safe() {
     assert!(poll(a.as_mut(), &w).is_ready());
 }
 
+fn assert_unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>(value: T) -> T {
+    value
+}
+
+#[test]
+fn notify_is_unwind_safe_like_tokio() {
+    // tokio's Notify is `UnwindSafe + RefUnwindSafe` (its tests/unwindsafe.rs): a `&Notify`
+    // goes into `catch_unwind` without `AssertUnwindSafe`, and still works after the panic.
+    let notify = assert_unwind_safe(Notify::new());
+    let shared = assert_unwind_safe(&notify);
+    let w = CountingWaker::new();
+    let mut waiter = pin!(notify.notified());
+    assert!(poll(waiter.as_mut(), &w).is_pending());
+    let result = std::panic::catch_unwind(|| {
+        shared.notify_one();
+        panic!("after a notification");
+    });
+    assert!(result.is_err());
+    assert!(poll(waiter.as_mut(), &w).is_ready());
+}
+
 #[test]
 fn waiters_dropped_during_a_drain_leave_it_safely() {
     // Waiters woken in the first batch drop the others (still in the drain list) from their

@@ -317,6 +317,62 @@ fn permits_merge_split_forget() {
 }
 
 #[test]
+fn a_permit_names_its_semaphore_and_a_split_one_the_same() {
+    // tokio's `SemaphorePermit::semaphore` (its tests/sync_semaphore.rs calls it).
+    let (semaphore, other) = (Semaphore::new(3), Semaphore::new(3));
+    let mut permit = semaphore.try_acquire_many(3).unwrap();
+    assert!(std::ptr::eq(permit.semaphore(), &semaphore));
+    assert!(!std::ptr::eq(permit.semaphore(), &other));
+    let split = permit.split(1).unwrap();
+    assert!(std::ptr::eq(split.semaphore(), &semaphore));
+    assert_eq!(split.semaphore().available_permits(), 0);
+}
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn merged_permits_may_hold_more_than_u32_max() {
+    // Permit counts are `usize`, as tokio's: two `u32`-sized acquisitions merge into one
+    // permit of more than `u32::MAX` (a `u32` count overflowed here, or wrapped in release
+    // builds and lost permits), split back, and are all given back.
+    let semaphore = Semaphore::new(6_000_000_000);
+    let mut a = semaphore.try_acquire_many(3_000_000_000).unwrap();
+    a.merge(semaphore.try_acquire_many(3_000_000_000).unwrap());
+    assert_eq!(a.num_permits(), 6_000_000_000);
+    assert_eq!(semaphore.available_permits(), 0);
+    let b = a.split(5_000_000_000).unwrap();
+    assert_eq!(
+        (a.num_permits(), b.num_permits()),
+        (1_000_000_000, 5_000_000_000)
+    );
+    assert!(a.split(5_000_000_000).is_none());
+    drop(b);
+    assert_eq!(semaphore.available_permits(), 5_000_000_000);
+    drop(a);
+    assert_eq!(semaphore.available_permits(), 6_000_000_000);
+
+    let semaphore = Arc::new(semaphore);
+    let mut a = semaphore
+        .clone()
+        .try_acquire_many_owned(3_000_000_000)
+        .unwrap();
+    a.merge(
+        semaphore
+            .clone()
+            .try_acquire_many_owned(3_000_000_000)
+            .unwrap(),
+    );
+    assert_eq!(a.num_permits(), 6_000_000_000);
+    let b = a.split(4_500_000_000).unwrap();
+    assert_eq!(
+        (a.num_permits(), b.num_permits()),
+        (1_500_000_000, 4_500_000_000)
+    );
+    drop(a);
+    drop(b);
+    assert_eq!(semaphore.available_permits(), 6_000_000_000);
+}
+
+#[test]
 #[should_panic(expected = "merging permits from different semaphore instances")]
 fn merging_permits_of_two_semaphores_panics() {
     let (a, b) = (Semaphore::new(1), Semaphore::new(1));
