@@ -898,6 +898,35 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         WeakBag::pop(self)
     }
 
+    /// [`push`](Self::push) through an exclusive reference, as `SegQueue::push_mut`: the same
+    /// operation (no other thread can race it, so it never retries), for code written against
+    /// crossbeam's API.
+    ///
+    /// ```
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let mut queue = Queue::new();
+    /// queue.push_mut(1);
+    /// assert_eq!(queue.pop_mut(), Some(1));
+    /// ```
+    #[inline]
+    pub fn push_mut(&mut self, item: T) {
+        self.push(item);
+    }
+
+    /// [`pop`](Self::pop) through an exclusive reference, as `SegQueue::pop_mut`.
+    ///
+    /// ```
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// let mut queue: Queue<u8> = Queue::new();
+    /// assert_eq!(queue.pop_mut(), None);
+    /// ```
+    #[inline]
+    pub fn pop_mut(&mut self) -> Option<T> {
+        self.pop()
+    }
+
     /// How many items the queue holds: a snapshot, exact when no operation is in flight (like
     /// `SegQueue::len`); a push that has taken its ticket but not yet published counts, as
     /// does one a pop is about to skip.
