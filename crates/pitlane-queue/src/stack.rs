@@ -1269,6 +1269,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_wrong_guess_of_the_top_is_no_lost_race() {
+        let stack = Stack::new();
+        let (a, b) = (stack.handle(), stack.handle());
+        a.push(1);
+        assert_eq!(b.try_pop(), Ok(1));
+        // `b` pushes into the node it popped: the same index back on top, a newer generation,
+        // so `a`'s guess names the right node but is wrong.
+        b.push(2);
+        // Nothing raced `a`: its try operations must not report a lost race.
+        assert_eq!(a.try_pop(), Ok(2));
+        assert!(a.try_push(3).is_ok());
+        b.push(4);
+        assert!(a.try_push(5).is_ok());
+        assert_eq!(b.try_pop(), Ok(5));
+        assert_eq!(a.try_pop(), Ok(4));
+        assert_eq!(stack.len(), 1);
+        // A plain call of this thread guesses from its seat's stash, left by its last exchange.
+        stack.push(6);
+        b.push(7);
+        assert_eq!(stack.try_pop(), Ok(7));
+        assert_eq!(stack.try_pop(), Ok(6));
+        assert_eq!(stack.try_pop(), Ok(3));
+        assert_eq!(stack.try_pop(), Err(PopError::Empty));
+    }
+
+    #[test]
     fn the_top_word_generation_wraps_only_after_hours_at_a_billion_exchanges_a_second() {
         let seconds = Tagged::<INDEX_BITS>::GENERATIONS / 1_000_000_000;
         assert!(seconds >= 2 * 3600, "a wrap in {seconds} s");
