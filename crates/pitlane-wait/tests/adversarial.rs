@@ -461,3 +461,184 @@ fn a_queued_future_polled_and_dropped_on_other_threads() {
         "the dropped waiter's notification went on"
     );
 }
+
+/// A waker whose `clone` panics once `armed` is set (its `wake` and `drop` do nothing).
+fn clone_panics_waker(armed: &'static AtomicBool) -> Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    fn clone(data: *const ()) -> RawWaker {
+        // SAFETY: `data` is the `&'static AtomicBool` the waker was made from.
+        let armed = unsafe { &*data.cast::<AtomicBool>() };
+        assert!(!armed.load(Ordering::Relaxed), "waker clone panics");
+        RawWaker::new(data, &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable's functions keep `RawWaker`'s contract (no resources, `clone`
+    // returns the same data).
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::from_ref(armed).cast(), &VTABLE)) }
+}
+
+#[test]
+fn a_waker_whose_clone_panics_leaves_futures_usable() {
+    let armed: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(true)));
+    let bad = clone_panics_waker(armed);
+    let w = CountingWaker::new();
+
+    // First poll: the clone panics before the waiter is queued.
+    let notify = Notify::new();
+    let mut f = pin!(notify.notified());
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        f.as_mut().poll(&mut Context::from_waker(&bad))
+    }));
+    assert!(result.is_err());
+    assert!(format!("{notify:?}").contains("waiters: false"));
+    assert!(poll(f.as_mut(), &w).is_pending());
+    // Later poll: the clone panics under the lock, while queued.
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        f.as_mut().poll(&mut Context::from_waker(&bad))
+    }));
+    assert!(result.is_err());
+    notify.notify_one();
+    assert_eq!(w.wakes(), 1, "the waker kept from before was woken");
+    assert!(poll(f.as_mut(), &w).is_ready());
+
+    // The same for an acquire that would take a partial permit: nothing is taken.
+    let semaphore = Semaphore::new(1);
+    let mut a = Box::pin(semaphore.acquire_many(2));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        a.as_mut().poll(&mut Context::from_waker(&bad))
+    }));
+    assert!(result.is_err());
+    assert_eq!(semaphore.available_permits(), 1, "no permit taken");
+    drop(a);
+    let mut a = Box::pin(semaphore.acquire_many(2));
+    assert!(poll(a.as_mut(), &w).is_pending());
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        a.as_mut().poll(&mut Context::from_waker(&bad))
+    }));
+    assert!(result.is_err());
+    drop(a);
+    assert_eq!(
+        semaphore.available_permits(),
+        1,
+        "the partial permit came back"
+    );
+    armed.store(false, Ordering::Relaxed);
+}
+
+#[test]
+fn a_waker_that_drops_its_own_future_passes_the_notification_on() {
+    // The woken waiter's future is dropped from inside its own `wake` (after `notify_one`
+    // released the lock): it never returns `Ready`, so its notification goes on.
+    let notify = Arc::new(Notify::new());
+    let own: Arc<Mutex<Option<Pin<Box<OwnedNotified>>>>> = Arc::default();
+    let drops_itself = {
+        let own = own.clone();
+        Waker::from(Arc::new(OnWake(move || drop(own.lock().unwrap().take()))))
+    };
+    let mut first = Box::pin(notify.clone().notified_owned());
+    assert!(
+        first
+            .as_mut()
+            .poll(&mut Context::from_waker(&drops_itself))
+            .is_pending()
+    );
+    *own.lock().unwrap() = Some(first);
+    let w = CountingWaker::new();
+    let mut second = pin!(notify.notified());
+    assert!(poll(second.as_mut(), &w).is_pending());
+    notify.notify_one();
+    assert!(own.lock().unwrap().is_none());
+    assert_eq!(w.wakes(), 1);
+    assert!(poll(second.as_mut(), &w).is_ready());
+}
+
+#[test]
+fn a_waker_that_drops_its_own_served_acquire_gives_the_permits_back() {
+    let semaphore = Arc::new(Semaphore::new(0));
+    type Slot = Arc<Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>>;
+    let own: Slot = Arc::default();
+    let drops_itself = {
+        let own = own.clone();
+        Waker::from(Arc::new(OnWake(move || drop(own.lock().unwrap().take()))))
+    };
+    let mut first: Pin<Box<dyn Future<Output = ()> + Send>> = {
+        let semaphore = semaphore.clone();
+        Box::pin(async move {
+            let _permit = semaphore.acquire_many(2).await.unwrap();
+        })
+    };
+    assert!(
+        first
+            .as_mut()
+            .poll(&mut Context::from_waker(&drops_itself))
+            .is_pending()
+    );
+    *own.lock().unwrap() = Some(first);
+    let w = CountingWaker::new();
+    let mut second = Box::pin(semaphore.acquire());
+    assert!(poll(second.as_mut(), &w).is_pending());
+    semaphore.add_permits(2); // both to `first`, whose waker drops it: they go to `second`
+    assert!(own.lock().unwrap().is_none());
+    assert!(matches!(poll(second.as_mut(), &w), Poll::Ready(Ok(_))));
+    drop(second);
+    assert_eq!(semaphore.available_permits(), 2);
+}
+
+#[test]
+fn an_owned_notified_outlives_every_other_arc() {
+    let notify = Arc::new(Notify::new());
+    let w = CountingWaker::new();
+    let mut queued = Box::pin(notify.clone().notified_owned());
+    assert!(poll(queued.as_mut(), &w).is_pending());
+    let mut unpolled = Box::pin(notify.clone().notified_owned());
+    let weak = Arc::downgrade(&notify);
+    drop(notify);
+    assert!(weak.upgrade().is_some(), "the futures keep it alive");
+    assert!(poll(unpolled.as_mut(), &w).is_pending());
+    drop(queued); // leaves the queue of a Notify only it and `unpolled` keep
+    weak.upgrade().unwrap().notify_one();
+    assert!(poll(unpolled.as_mut(), &w).is_ready());
+    drop(unpolled);
+    assert!(weak.upgrade().is_none());
+}
+
+#[test]
+fn close_racing_blocking_acquires_with_partial_permits_conserves_permits() {
+    // Threads take 1 to 3 of 3 permits (partially, while others hold some), some cancel
+    // after one poll; one thread closes the semaphore part-way. Every permit comes back.
+    const PERMITS: usize = 3;
+    let rounds = if cfg!(debug_assertions) { 50 } else { 300 };
+    for round in 0..rounds {
+        let semaphore = Semaphore::new(PERMITS);
+        let in_use = AtomicUsize::new(0);
+        pitlane_testkit::stress::run_threads(4, |t| {
+            for i in 0.. {
+                if t == 0 && i == 100 + round % 50 {
+                    semaphore.close();
+                    return;
+                }
+                let n = 1 + ((i + t) % 3) as u32;
+                if (i + t) % 4 == 0 {
+                    let mut acquire = pin!(semaphore.acquire_many(n));
+                    let mut cx = Context::from_waker(Waker::noop());
+                    match acquire.as_mut().poll(&mut cx) {
+                        Poll::Ready(Ok(permit)) => drop(permit),
+                        Poll::Ready(Err(_)) => return,
+                        Poll::Pending => {} // cancelled while queued
+                    }
+                    continue;
+                }
+                let Ok(permit) = semaphore.blocking_acquire_many(n) else {
+                    return;
+                };
+                let now = in_use.fetch_add(n as usize, Ordering::SeqCst) + n as usize;
+                assert!(now <= PERMITS, "{now} permits held of {PERMITS}");
+                in_use.fetch_sub(n as usize, Ordering::SeqCst);
+                drop(permit);
+            }
+        });
+        assert!(semaphore.is_closed());
+        assert_eq!(semaphore.available_permits(), PERMITS, "round {round}");
+    }
+}
