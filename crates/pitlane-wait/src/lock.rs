@@ -130,8 +130,9 @@ pub(crate) fn default_lock() -> DefaultLock {
 ///
 /// The trait is safe to implement: a wrong parker can make a lock holder wait for ever, or
 /// burn a processor, but not break the queue. `park` is only called before the lock holder
-/// has changed anything, so a `park` that panics leaves the queue as it was (the mark left in
-/// the link is swapped out by the enqueuer as usual); `unpark` is called after the enqueue is
+/// has changed anything, so a `park` that panics leaves the queue as it was (the lock holder
+/// takes its mark back out of the link as it unwinds; tests/loom_queue.rs models that);
+/// `unpark` is called after the enqueue is
 /// complete, so one that panics leaves the node queued (see
 /// [`WaitQueue::enqueue_or_update`](crate::WaitQueue::enqueue_or_update)). A `park` that
 /// panics while a drain is finishing its nodes after another panic aborts (a panic during

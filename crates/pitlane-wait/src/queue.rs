@@ -71,7 +71,8 @@
 //! never goes on without the lock, and the rest of that batch is dropped unwoken (as tokio's
 //! `WakeList` does; waking them during the unwinding would make a second panicking waker an
 //! abort); a parker is only called before a removal changes anything, or after an enqueue
-//! is complete.
+//! is complete, and a lock holder whose `park` unwinds takes its waiting mark back out of the
+//! link first (left there, the next lock holder would read it as a node's address).
 //!
 //! # Linearization points
 //!
@@ -658,9 +659,28 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
 
     #[cold]
     fn park_for_link(slot: &AtomicPtr<Link>) -> *mut Link {
+        /// If `park` unwinds (a [`Parker`] may panic: the trait is safe to implement), takes
+        /// the mark back out of the link, unless the enqueuer has swapped its link in
+        /// meanwhile. Left there, the mark would outlive this wait: the next lock holder reads
+        /// links directly (`unlink` reads `next` once) and would take it for a node address.
+        struct Unmark<'s>(&'s AtomicPtr<Link>);
+        impl Drop for Unmark<'_> {
+            fn drop(&mut self) {
+                // Still under the lock (the guard is dropped after this frame), so no other
+                // lock holder marks the link meanwhile; a failed swap means the link is there.
+                let _ = self.0.compare_exchange(
+                    parked_mark(),
+                    ptr::null_mut(),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+
         let mark = parked_mark();
+        let unmark = Unmark(slot);
         let mut expected = ptr::null_mut();
-        loop {
+        let link = loop {
             // A read-modify-write reads the latest link: the link, or the mark (ours).
             let link =
                 match slot.compare_exchange(expected, mark, Ordering::Acquire, Ordering::Acquire) {
@@ -668,11 +688,14 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
                     Err(link) => link,
                 };
             if link != mark {
-                return link;
+                break link;
             }
             expected = mark;
             P::park(link_key(slot), || slot.load(Ordering::Relaxed) == mark);
-        }
+        };
+        // The enqueuer replaced the mark by its link: nothing to take back.
+        core::mem::forget(unmark);
+        link
     }
 
     /// Unlinks `x` (in the queue or in a drain list). Returns whether the queue became empty,
