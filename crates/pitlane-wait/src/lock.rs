@@ -15,8 +15,14 @@
 /// A raw lock: [`lock`](Lock::lock) until held, [`unlock`](Lock::unlock) by the holder.
 ///
 /// # Safety
-/// At most one thread may hold the lock at a time, and `unlock` followed by another thread's
-/// `lock` must make the first holder's writes visible to the second (release/acquire).
+/// At most one holder at a time: `lock` does not return while the lock is held, by another
+/// thread or by the caller itself (a reentrant lock is not a `Lock`: two guards of one queue
+/// on one thread would let one remove, and its owner free, a node the other still reads, e.g.
+/// through [`Locked::front`](crate::queue::Locked::front)). `unlock` followed by another
+/// thread's `lock` must make the first holder's writes visible to the second
+/// (release/acquire). The queue releases the lock on the thread that took it (its guard is
+/// not `Send`). Every `lock_api::RawMutex` meets this (its own contract, on which
+/// `lock_api::Mutex` hands out `&mut T`, is the same).
 ///
 /// ```
 /// use pitlane_wait::lock::Lock;

@@ -642,3 +642,51 @@ fn close_racing_blocking_acquires_with_partial_permits_conserves_permits() {
         assert_eq!(semaphore.available_permits(), PERMITS, "round {round}");
     }
 }
+
+#[test]
+fn a_broadcast_from_inside_a_broadcasts_wake_drains_only_the_new_queue() {
+    // While a drain of more than a batch has released the lock, a woken waiter's waker
+    // enables a new waiter, broadcasts again (a second drain, with its own sentinel, of the
+    // queue that grew after the first drain's swap) and drops a waiter still in the first
+    // drain's list. Each drain finishes exactly its own waiters.
+    let notify = Arc::new(Notify::new());
+    let late: Arc<Mutex<Vec<Pin<Box<OwnedNotified>>>>> = Arc::default();
+    let victims: Arc<Mutex<Vec<Pin<Box<OwnedNotified>>>>> = Arc::default();
+    let waker = {
+        let notify = notify.clone();
+        let late = late.clone();
+        let victims = victims.clone();
+        Waker::from(Arc::new(OnWake(move || {
+            let mut again = Box::pin(notify.clone().notified_owned());
+            assert!(!again.as_mut().enable());
+            late.lock().unwrap().push(again);
+            notify.notify_waiters(); // reaches `again`, not the first drain's waiters
+            victims.lock().unwrap().pop();
+        })))
+    };
+    let mut cx = Context::from_waker(&waker);
+    let mut first: Vec<Pin<Box<Notified<'_>>>> = (0..WAKE_BATCH + 8)
+        .map(|_| Box::pin(notify.notified()))
+        .collect();
+    for f in &mut first {
+        assert!(f.as_mut().poll(&mut cx).is_pending());
+    }
+    for _ in 0..WAKE_BATCH + 8 {
+        let mut f = Box::pin(notify.clone().notified_owned());
+        assert!(!f.as_mut().enable());
+        victims.lock().unwrap().push(f);
+    }
+    notify.notify_waiters();
+    assert!(
+        first
+            .iter_mut()
+            .all(|f| f.as_mut().poll(&mut cx).is_ready())
+    );
+    let mut late = late.lock().unwrap();
+    assert_eq!(late.len(), first.len(), "one per woken first waiter");
+    assert!(late.iter_mut().all(|f| f.as_mut().enable()));
+    // The victims not dropped were drained by the first broadcast.
+    let mut victims = victims.lock().unwrap();
+    assert!(victims.iter_mut().all(|f| f.as_mut().enable()));
+    assert!(format!("{notify:?}").contains("waiters: false"));
+}
