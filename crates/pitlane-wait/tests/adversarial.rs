@@ -650,3 +650,86 @@ fn a_broadcast_from_inside_a_broadcasts_wake_drains_only_the_new_queue() {
     assert!(victims.iter_mut().all(|f| f.as_mut().enable()));
     assert!(format!("{notify:?}").contains("waiters: false"));
 }
+
+#[test]
+fn a_waker_panicking_in_notify_one_and_add_permits_leaves_its_waiter_served() {
+    let w = CountingWaker::new();
+    let panicking = panicking_waker();
+
+    let notify = Notify::new();
+    let mut chosen = pin!(notify.notified());
+    assert!(
+        chosen
+            .as_mut()
+            .poll(&mut Context::from_waker(&panicking))
+            .is_pending()
+    );
+    let mut behind = pin!(notify.notified());
+    assert!(poll(behind.as_mut(), &w).is_pending());
+    assert!(catch_unwind(AssertUnwindSafe(|| notify.notify_one())).is_err());
+    assert!(
+        poll(chosen.as_mut(), &w).is_ready(),
+        "notified before the wake-up"
+    );
+    assert!(
+        poll(behind.as_mut(), &w).is_pending(),
+        "one notification, one waiter"
+    );
+    notify.notify_one();
+    assert!(poll(behind.as_mut(), &w).is_ready());
+
+    let semaphore = Semaphore::new(0);
+    let mut served = Box::pin(semaphore.acquire_many(2));
+    assert!(
+        served
+            .as_mut()
+            .poll(&mut Context::from_waker(&panicking))
+            .is_pending()
+    );
+    let mut next = Box::pin(semaphore.acquire());
+    assert!(poll(next.as_mut(), &w).is_pending());
+    assert!(catch_unwind(AssertUnwindSafe(|| semaphore.add_permits(3))).is_err());
+    let Poll::Ready(Ok(permit)) = poll(served.as_mut(), &w) else {
+        panic!("the head was served before its waker panicked")
+    };
+    assert_eq!(permit.num_permits(), 2);
+    // `next` was served in the same call (its wake-up was dropped with the panicked batch).
+    assert!(matches!(poll(next.as_mut(), &w), Poll::Ready(Ok(_))));
+    drop((permit, served, next));
+    assert_eq!(semaphore.available_permits(), 3, "every permit came back");
+}
+
+#[test]
+fn a_waker_whose_drop_panics_when_replaced_leaves_the_waiter_queued() {
+    /// A waker whose last drop panics once.
+    struct PanicOnDrop(AtomicBool);
+    impl Wake for PanicOnDrop {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            if self.0.swap(false, Ordering::Relaxed) {
+                panic!("waker drop panics");
+            }
+        }
+    }
+    let notify = Notify::new();
+    let w = CountingWaker::new();
+    let mut f = pin!(notify.notified());
+    {
+        let bad = Waker::from(Arc::new(PanicOnDrop(AtomicBool::new(true))));
+        assert!(f.as_mut().poll(&mut Context::from_waker(&bad)).is_pending());
+        // `bad` (ours) drops here; the queue keeps a clone, the last.
+    }
+    // Polled with another waker: the kept one is replaced and dropped (outside the lock),
+    // and panics.
+    let result = catch_unwind(AssertUnwindSafe(|| poll(f.as_mut(), &w)));
+    assert!(result.is_err());
+    notify.notify_one();
+    assert_eq!(
+        w.wakes(),
+        1,
+        "the new waker was kept before the old one dropped"
+    );
+    assert!(poll(f.as_mut(), &w).is_ready());
+}
