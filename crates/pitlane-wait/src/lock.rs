@@ -15,8 +15,14 @@
 /// A raw lock: [`lock`](Lock::lock) until held, [`unlock`](Lock::unlock) by the holder.
 ///
 /// # Safety
-/// At most one thread may hold the lock at a time, and `unlock` followed by another thread's
-/// `lock` must make the first holder's writes visible to the second (release/acquire).
+/// At most one holder at a time: `lock` does not return while the lock is held, by another
+/// thread or by the caller itself (a reentrant lock is not a `Lock`: two guards of one queue
+/// on one thread would let one remove, and its owner free, a node the other still reads, e.g.
+/// through [`Locked::front`](crate::queue::Locked::front)). `unlock` followed by another
+/// thread's `lock` must make the first holder's writes visible to the second
+/// (release/acquire). The queue releases the lock on the thread that took it (its guard is
+/// not `Send`). Every `lock_api::RawMutex` meets this (its own contract, on which
+/// `lock_api::Mutex` hands out `&mut T`, is the same).
 ///
 /// ```
 /// use pitlane_wait::lock::Lock;
@@ -127,6 +133,16 @@ pub(crate) fn default_lock() -> DefaultLock {
 /// the link is there. The enqueuer writes its link by a swap, and if that swap replaced the
 /// mark, calls [`unpark`](Parker::unpark) with the same key. A parker may return from `park`
 /// at any time (spuriously): the lock holder checks again.
+///
+/// The trait is safe to implement: a wrong parker can make a lock holder wait for ever, or
+/// burn a processor, but not break the queue. `park` is only called before the lock holder
+/// has changed anything, so a `park` that panics leaves the queue as it was (the lock holder
+/// takes its mark back out of the link as it unwinds; tests/loom_queue.rs models that);
+/// `unpark` is called after the enqueue is
+/// complete, so one that panics leaves the node queued (see
+/// [`WaitQueue::enqueue_or_update`](crate::WaitQueue::enqueue_or_update)). A `park` that
+/// panics while a drain is finishing its nodes after another panic aborts (a panic during
+/// unwinding).
 ///
 /// ```
 /// use pitlane_wait::lock::{Parker, Spin};

@@ -62,6 +62,18 @@
 //! one by one, and may release the lock between batches of wake-ups; on a panic in a waker,
 //! it takes the lock back and finishes marking the remaining nodes before its sentinel goes.
 //!
+//! **Panics in user code.** The queue calls three kinds of user code: the remover's `take`
+//! (under the lock), wakers (with the lock released) and the [`Parker`]. None of their panics
+//! breaks the structure: a node unlinked by a remover is marked `Dequeued` even if `take`
+//! panics (a node out of the queue but still `Queued` would be unlinked again by its owner,
+//! through links that no longer hold — in a drain, through the sentinel of a returned call);
+//! a guard that released the lock to wake a batch takes it back even if a waker panics, so it
+//! never goes on without the lock, and the rest of that batch is dropped unwoken (as tokio's
+//! `WakeList` does; waking them during the unwinding would make a second panicking waker an
+//! abort); a parker is only called before a removal changes anything, or after an enqueue
+//! is complete, and a lock holder whose `park` unwinds takes its waiting mark back out of the
+//! link first (left there, the next lock holder would read it as a node's address).
+//!
 //! # Linearization points
 //!
 //! - enqueue and state updates: the successful compare-and-swap on `tail`;
@@ -197,7 +209,12 @@ impl<T> Node<T> {
         }
     }
 
-    /// Marks a `Dequeued` node `Unqueued` again, so that it may be enqueued anew.
+    /// Marks a `Dequeued` node `Unqueued` again, so that it may be enqueued anew (an
+    /// `Unqueued` node stays so).
+    ///
+    /// # Panics
+    /// If the node is `Queued`: its status must keep saying so until it leaves the queue,
+    /// since its owner relies on it to know whether it may free the node.
     ///
     /// ```
     /// use pitlane_wait::queue::{Node, NodeStatus};
@@ -206,9 +223,16 @@ impl<T> Node<T> {
     /// node.reset();
     /// assert_eq!(node.status(), NodeStatus::Unqueued);
     /// ```
+    #[track_caller]
     pub fn reset(&self) {
-        debug_assert_ne!(self.status.load(Ordering::Relaxed), QUEUED);
-        self.status.store(UNQUEUED, Ordering::Relaxed);
+        // A read-modify-write, so that it reads the latest status: a `Queued` node is never
+        // changed, whichever thread calls this.
+        if let Err(QUEUED) =
+            self.status
+                .compare_exchange(DEQUEUED, UNQUEUED, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            panic!("Node::reset on a queued node");
+        }
     }
 
     fn link_ptr(self: Pin<&Self>) -> *mut Link {
@@ -495,13 +519,18 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
     /// writes are published by the swap.
     ///
     /// # Safety
-    /// - `node` is [`Unqueued`](NodeStatus::Unqueued);
+    /// - `node` is [`Unqueued`](NodeStatus::Unqueued), and no other enqueue of it runs
+    ///   meanwhile (from another thread, or from `decide`);
     /// - if it gets enqueued, it is only ever removed through this queue, and it is not
     ///   dropped (its memory not reused) while its status is [`Queued`](NodeStatus::Queued):
-    ///   its owner must [`remove`](Locked::remove) it first, or see it `Dequeued`.
+    ///   its owner must [`remove`](Locked::remove) it first, or see it `Dequeued`. That holds
+    ///   when this call panics too: a panic of [`Parker::unpark`] comes after the node is
+    ///   queued.
     ///
     /// # Panics
-    /// If `decide` returns `Update` with a state above [`MAX_STATE`], or when shown `None`.
+    /// If `decide` returns `Update` with a state above [`MAX_STATE`], or when shown `None`;
+    /// if `decide` panics (the node is then not queued); if the parker's `unpark` panics (the
+    /// node is then queued).
     ///
     /// ```
     /// use std::pin::pin;
@@ -609,6 +638,7 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
             queue: self,
             held: true,
             wakers: WakeList::new(),
+            _not_send: PhantomData,
         }
     }
 
@@ -629,9 +659,28 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
 
     #[cold]
     fn park_for_link(slot: &AtomicPtr<Link>) -> *mut Link {
+        /// If `park` unwinds (a [`Parker`] may panic: the trait is safe to implement), takes
+        /// the mark back out of the link, unless the enqueuer has swapped its link in
+        /// meanwhile. Left there, the mark would outlive this wait: the next lock holder reads
+        /// links directly (`unlink` reads `next` once) and would take it for a node address.
+        struct Unmark<'s>(&'s AtomicPtr<Link>);
+        impl Drop for Unmark<'_> {
+            fn drop(&mut self) {
+                // Still under the lock (the guard is dropped after this frame), so no other
+                // lock holder marks the link meanwhile; a failed swap means the link is there.
+                let _ = self.0.compare_exchange(
+                    parked_mark(),
+                    ptr::null_mut(),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+
         let mark = parked_mark();
+        let unmark = Unmark(slot);
         let mut expected = ptr::null_mut();
-        loop {
+        let link = loop {
             // A read-modify-write reads the latest link: the link, or the mark (ours).
             let link =
                 match slot.compare_exchange(expected, mark, Ordering::Acquire, Ordering::Acquire) {
@@ -639,11 +688,14 @@ impl<T, L: Lock, P: Parker> WaitQueue<T, L, P> {
                     Err(link) => link,
                 };
             if link != mark {
-                return link;
+                break link;
             }
             expected = mark;
             P::park(link_key(slot), || slot.load(Ordering::Relaxed) == mark);
-        }
+        };
+        // The enqueuer replaced the mark by its link: nothing to take back.
+        core::mem::forget(unmark);
+        link
     }
 
     /// Unlinks `x` (in the queue or in a drain list). Returns whether the queue became empty,
@@ -740,15 +792,36 @@ impl WakeList {
         self.len += 1;
     }
 
-    /// Wakes every waker, first collected first (a panicking waker leaves the rest to
-    /// `Drop`, which drops them).
+    /// Wakes every waker, first collected first, and leaves the list empty. If a waker
+    /// panics, the rest are dropped without being woken (as tokio's `WakeList` does) before
+    /// the panic goes on: waking them during the unwinding would turn a second panicking
+    /// waker into an abort.
     fn wake_all(&mut self) {
-        while self.woken < self.len {
+        /// Drops the wakers not yet woken and empties the list, on return or on unwind.
+        struct Empty<'l>(&'l mut WakeList);
+        impl Drop for Empty<'_> {
+            fn drop(&mut self) {
+                self.0.drop_rest();
+            }
+        }
+
+        let list = Empty(self);
+        while list.0.woken < list.0.len {
             // SAFETY: slots `woken..len` are initialized; raising `woken` first hands this
             // one's ownership to us.
+            let waker = unsafe { list.0.wakers[list.0.woken].assume_init_read() };
+            list.0.woken += 1;
+            waker.wake();
+        }
+    }
+
+    /// Drops the wakers not yet woken and empties the list.
+    fn drop_rest(&mut self) {
+        while self.woken < self.len {
+            // SAFETY: as in `wake_all`.
             let waker = unsafe { self.wakers[self.woken].assume_init_read() };
             self.woken += 1;
-            waker.wake();
+            drop(waker);
         }
         self.woken = 0;
         self.len = 0;
@@ -757,11 +830,31 @@ impl WakeList {
 
 impl Drop for WakeList {
     fn drop(&mut self) {
-        while self.woken < self.len {
-            // SAFETY: as in `wake_all`.
-            drop(unsafe { self.wakers[self.woken].assume_init_read() });
-            self.woken += 1;
-        }
+        self.drop_rest();
+    }
+}
+
+/// Marks a removed node `Dequeued` (release) when dropped: after the remover's `take` on its
+/// data returns, or if `take` panics, so that a node out of the queue never stays `Queued`
+/// (its owner would unlink it again through links that no longer hold).
+struct MarkDequeued<T>(*const Node<T>);
+
+impl<T> MarkDequeued<T> {
+    /// # Safety
+    /// `node` was just unlinked by the caller, who holds the lock, and is alive until this
+    /// guard is dropped (its owner waits for `Dequeued` or for the lock before it frees it).
+    #[inline]
+    unsafe fn new(node: *const Node<T>) -> Self {
+        MarkDequeued(node)
+    }
+}
+
+impl<T> Drop for MarkDequeued<T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the node is alive until this store (see `new`), which is the remover's
+        // last access to it.
+        unsafe { (*self.0).status.store(DEQUEUED, Ordering::Release) };
     }
 }
 
@@ -789,11 +882,25 @@ impl Drop for WakeList {
 /// assert_eq!(locked.dequeue(0, |name| { assert_eq!(*name, "a"); None }), Some(true));
 /// assert_eq!(locked.dequeue(0, |_| None), None);
 /// ```
+///
+/// The guard is not `Send`: the thread that took the lock releases it, as
+/// [`Lock::unlock`] requires (a `lock_api` lock whose guards are `GuardNoSend`, as
+/// `parking_lot`'s are, may not be released by another thread).
+///
+/// ```compile_fail
+/// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
+/// let locked = queue.lock();
+/// std::thread::scope(|s| {
+///     s.spawn(move || drop(locked)); // error: the guard is not `Send`
+/// });
+/// ```
 pub struct Locked<'a, T, L: Lock = DefaultLock, P: Parker = DefaultParker> {
     queue: &'a WaitQueue<T, L, P>,
     /// Whether this guard holds the lock now (it does not while it wakes a batch).
     held: bool,
     wakers: WakeList,
+    /// Not `Send` (see the type's doc).
+    _not_send: PhantomData<*const ()>,
 }
 
 impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
@@ -854,7 +961,9 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
     /// `None` if no node was queued, else whether the queue became empty.
     ///
     /// # Panics
-    /// If `empty_state > MAX_STATE`.
+    /// If `empty_state > MAX_STATE`. If `take` panics, the node is out of the queue and
+    /// marked `Dequeued` all the same (its waker, if any, is lost) and the guard still holds
+    /// the lock.
     ///
     /// ```
     /// let queue: pitlane_wait::WaitQueue<()> = pitlane_wait::WaitQueue::new(0);
@@ -915,7 +1024,9 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
     /// emptied queue holds state 0. Returns whether it was queued; it is `Unqueued` after.
     ///
     /// # Safety
-    /// `node` was only ever enqueued on this queue.
+    /// `node` was only ever enqueued on this queue, and the call that enqueued it has
+    /// returned before this one (on this thread, or on one this thread synchronized with
+    /// since): until then its incoming link may be unwritten.
     ///
     /// ```
     /// use std::pin::pin;
@@ -960,15 +1071,25 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
         self.wakers.push(waker);
     }
 
-    /// Releases the lock, wakes the collected wakers, and takes the lock back.
+    /// Releases the lock, wakes the collected wakers, and takes the lock back — also when a
+    /// waker panics, so that the guard holds the lock whenever the caller can use it again
+    /// (a caller that catches the panic keeps a working guard).
     #[cold]
     fn flush(&mut self) {
+        /// Takes the lock back when dropped, on return or on unwind.
+        struct Relock<'g, 'a, T, L: Lock, P: Parker>(&'g mut Locked<'a, T, L, P>);
+        impl<T, L: Lock, P: Parker> Drop for Relock<'_, '_, T, L, P> {
+            fn drop(&mut self) {
+                self.0.queue.lock.lock();
+                self.0.held = true;
+            }
+        }
+
         self.held = false;
         // SAFETY: this guard held the lock.
         unsafe { self.queue.lock.unlock() };
-        self.wakers.wake_all();
-        self.queue.lock.lock();
-        self.held = true;
+        let relock = Relock(self);
+        relock.0.wakers.wake_all();
     }
 
     /// Finishes a removed node: `take` under the lock, then `Dequeued` (release).
@@ -979,9 +1100,11 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
         let node = link.cast::<Node<T>>();
         // SAFETY: the node is alive until we store DEQUEUED: its owner waits for that (or
         // for the lock) before it drops it.
+        let dequeued = unsafe { MarkDequeued::new(node) };
+        // SAFETY: as above.
         let waker = take(unsafe { &(*node).data });
-        // SAFETY: as above; this is our last access to the node.
-        unsafe { (*node).status.store(DEQUEUED, Ordering::Release) };
+        // Our last access to the node (also made if `take` panics).
+        drop(dequeued);
         if let Some(waker) = waker {
             self.wake_later(waker);
         }
@@ -993,8 +1116,9 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
     /// drain began are not drained; nodes whose owners leave while the lock is released are
     /// skipped. Returns whether any node was queued (if none was, the state is unchanged).
     ///
-    /// If a waker panics, the remaining drained nodes are still finished (their wakers are
-    /// dropped without being woken) before the panic continues.
+    /// If a waker or `take` panics, the remaining drained nodes are still finished (`take`
+    /// is called on each, their wakers are dropped without being woken), and the guard holds
+    /// the lock again, before the panic continues; a second panic of `take` meanwhile aborts.
     ///
     /// # Panics
     /// If `new_state > MAX_STATE`.
@@ -1063,8 +1187,10 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
         sentinel.next.store(first, Ordering::Relaxed);
         sentinel.prev.store(last, Ordering::Relaxed);
 
-        /// On unwind (a waker panicked while the lock was released), takes the lock back and
-        /// finishes every node still in the drain list, so that none points at the sentinel.
+        /// On unwind (a waker or `take` panicked), finishes every node still in the drain
+        /// list under the lock, so that none points at the sentinel once this frame is gone.
+        /// (`flush` takes the lock back after a panicking waker; the check below is a second
+        /// line.)
         struct Finish<'g, 'a, T, L: Lock, P: Parker, F: FnMut(&T) -> Option<Waker>> {
             locked: &'g mut Locked<'a, T, L, P>,
             sentinel: *mut Link,
@@ -1083,9 +1209,11 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
                 unsafe { self.locked.queue.unlink(x, 0) };
                 let node = x.cast::<Node<T>>();
                 // SAFETY: `x` is alive until we store DEQUEUED below.
+                let dequeued = unsafe { MarkDequeued::new(node) };
+                // SAFETY: as above.
                 let waker = (self.take)(unsafe { &(*node).data });
-                // SAFETY: our last access to the node.
-                unsafe { (*node).status.store(DEQUEUED, Ordering::Release) };
+                // Our last access to the node (also made if `take` panics).
+                drop(dequeued);
                 if let Some(waker) = waker {
                     if wake {
                         self.locked.wake_later(waker);

@@ -552,18 +552,19 @@ impl Semaphore {
         {
             return;
         }
-        // Tasks wait: drain them all, leaving the closed state.
-        let mut returned = 0_usize;
+        // Tasks wait: drain them all, leaving the closed state. Each drained waiter's partial
+        // permits go back to the (closed, hence empty for good) queue's state as it is
+        // drained, so that none is lost if a waker panics part-way through the drain (the
+        // drain still finishes every waiter, through this same closure).
+        let queue = &self.queue;
         locked.drain(CLOSED, |waiter| {
-            let remaining = waiter.remaining.load(Ordering::Relaxed);
-            returned += waiter.needed - remaining;
+            let given = waiter.needed - waiter.remaining.load(Ordering::Relaxed);
+            if given > 0 {
+                let _ = queue.fetch_update_state(|state| add_to_state(state, given));
+            }
             waiter.closed.store(true, Ordering::Relaxed);
             waiter.take_waker()
         });
-        if returned > 0 {
-            // The drained waiters' partial permits go back to the (closed) semaphore.
-            let _ = locked.fetch_update_state(|state| add_to_state(state, returned));
-        }
     }
 
     /// Whether [`close`](Semaphore::close) was called.

@@ -1,5 +1,6 @@
 //! Stress on threads that ThreadSanitizer sees (started by `pitlane_testkit::stress`): the
-//! blocking acquires of the semaphore with partial permits and releases, and Notify hand-offs
+//! blocking acquires of the semaphore with partial permits and releases (and a close racing
+//! them and cancelled partial acquires), and Notify hand-offs
 //! between threads that block on their futures, and a lock holder that parks on lagging
 //! links. Checks that the permits held never exceed
 //! the semaphore's, that all come back, and that every notification is received exactly once.
@@ -189,6 +190,46 @@ fn park_sleeps_until_unparked() {
     });
     // It slept: it did not come back over and over while the other thread slept.
     assert!(returns.load(Ordering::Relaxed) <= 2);
+}
+
+#[test]
+fn close_racing_blocking_acquires_with_partial_permits_conserves_permits() {
+    // Threads take 1 to 3 of 3 permits (partially, while others hold some), some cancel
+    // after one poll; one thread closes the semaphore part-way. Every permit comes back.
+    const PERMITS: usize = 3;
+    let rounds = if cfg!(debug_assertions) { 50 } else { 300 };
+    for round in 0..rounds {
+        let semaphore = Semaphore::new(PERMITS);
+        let in_use = AtomicUsize::new(0);
+        run_threads(4, |t| {
+            for i in 0.. {
+                if t == 0 && i == 100 + round % 50 {
+                    semaphore.close();
+                    return;
+                }
+                let n = 1 + ((i + t) % 3) as u32;
+                if (i + t) % 4 == 0 {
+                    let mut acquire = pin!(semaphore.acquire_many(n));
+                    let mut cx = Context::from_waker(Waker::noop());
+                    match acquire.as_mut().poll(&mut cx) {
+                        Poll::Ready(Ok(permit)) => drop(permit),
+                        Poll::Ready(Err(_)) => return,
+                        Poll::Pending => {} // cancelled while queued
+                    }
+                    continue;
+                }
+                let Ok(permit) = semaphore.blocking_acquire_many(n) else {
+                    return;
+                };
+                let now = in_use.fetch_add(n as usize, Ordering::SeqCst) + n as usize;
+                assert!(now <= PERMITS, "{now} permits held of {PERMITS}");
+                in_use.fetch_sub(n as usize, Ordering::SeqCst);
+                drop(permit);
+            }
+        });
+        assert!(semaphore.is_closed());
+        assert_eq!(semaphore.available_permits(), PERMITS, "round {round}");
+    }
 }
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
