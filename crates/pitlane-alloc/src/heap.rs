@@ -42,7 +42,10 @@
 //! parked heap can still be freed from anywhere (remote frees), and the periodic sweep (see
 //! `pool`) visits parked heaps to release the pages that became empty. Allocations made
 //! later in a thread's exit (by other destructors) and while the allocator initialises go to
-//! a shared *orphan* heap under a spin lock.
+//! a shared *orphan* heap under a spin lock; frees made then (by the destructors of `pthread`
+//! keys created after ours, which run after it) are published at once, and freed large
+//! mappings go straight to the shared cache, since no flush is left to come.
+//! (`tests/late_thread_exit.rs`)
 //!
 //! # fork
 //!
@@ -901,8 +904,15 @@ fn init_slow() -> bool {
 }
 
 /// The pthread key destructor: parks the exiting thread's heap.
+///
+/// The destructors of keys created after ours run after it (glibc runs them in the order the
+/// keys were made; in a preloaded C program ours is one of the first), and may still free
+/// blocks. So this one disarms the thread's exit flush: from here on, a remote free is
+/// published at once and a freed large mapping goes to the shared cache, rather than wait in
+/// the thread's batch or stash for a flush that would never come.
 extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
     EXITING.with(|e| e.set(true));
+    ARMED.with(|a| a.set(false));
     flush_remote();
     crate::large::flush_stash();
     crate::large::disown();
