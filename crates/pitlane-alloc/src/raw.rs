@@ -87,10 +87,12 @@ pub fn owns(ptr: *mut u8) -> bool {
 /// // SAFETY: a live block of ours.
 /// unsafe { pitlane_alloc::raw::free(block) };
 /// assert!(pitlane_alloc::raw::malloc(usize::MAX, 8).is_null());
+/// assert!(pitlane_alloc::raw::malloc(16, 3).is_null());
 /// ```
 #[inline]
 pub fn malloc(size: usize, align: usize) -> *mut u8 {
-    if size <= class::SMALL_MAX && align <= 8 {
+    // (With a constant `align`, as the C `malloc`'s 8, the alignment test folds away.)
+    if size <= class::SMALL_MAX && align <= 8 && align.is_power_of_two() {
         // The C malloc's path: a size class by table, no `Layout` to check (a size of 0 takes
         // the smallest class, so each such block is distinct).
         // SAFETY: the thread heap is the calling thread's.
@@ -125,7 +127,8 @@ pub fn malloc_fast(size: usize) -> *mut u8 {
     unsafe { heap::alloc_fast(heap::thread_heap(), class::class_of_small(size)) }
 }
 
-/// [`malloc`] for large sizes and alignments above 8.
+/// [`malloc`] for large sizes, alignments above 8, and alignments that are not powers of
+/// two (which `Layout` refuses).
 #[inline(never)]
 fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
     let Ok(layout) = Layout::from_size_align(size.max(1), align) else {

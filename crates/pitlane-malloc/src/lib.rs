@@ -35,7 +35,11 @@
 //! - `free` of a pointer this allocator did not hand out (one from another allocator, or one
 //!   not at the start of a block) is detected when the pointer is not inside any memory of
 //!   ours, reported once on standard error, and ignored: the block leaks rather than the heap
-//!   being corrupted. A pointer inside our memory but not at a block's start is not detected.
+//!   being corrupted. A large block's header carries a seal, cleared when it is freed, so a
+//!   second `free` of a large block whose mapping is kept for reuse is refused the same way.
+//!   Not detected: a pointer inside our memory but not at a block's start, a second `free`
+//!   of a small block (two later `malloc`s then return it), and the other cases
+//!   `docs/malloc.md` lists.
 //! - The throwing C++ `operator new` forms call the program's new-handler and retry while one
 //!   is installed, then throw `std::bad_alloc`: they find `std::get_new_handler` and the
 //!   function that throws in the C++ runtime already loaded into the process (any program
@@ -171,10 +175,14 @@ fn foreign_free(block: *mut u8) {
     if REPORTED.swap(true, Ordering::Relaxed) {
         return;
     }
-    let mut line = *b"pitlane-malloc: free() of a pointer it did not allocate: 0x0000000000000000 (ignored; reported once)\n";
-    let digits_end = 74;
+    const HEAD: &[u8] = b"pitlane-malloc: free() of a pointer it did not allocate: 0x";
+    const TAIL: &[u8] = b" (ignored; reported once)\n";
+    const LEN: usize = HEAD.len() + 16 + TAIL.len();
+    let mut line = [0u8; LEN];
+    line[..HEAD.len()].copy_from_slice(HEAD);
+    line[HEAD.len() + 16..].copy_from_slice(TAIL);
     let mut value = block.addr();
-    for at in (digits_end - 16..digits_end).rev() {
+    for at in (HEAD.len()..HEAD.len() + 16).rev() {
         line[at] = b"0123456789abcdef"[value & 15];
         value >>= 4;
     }
@@ -293,8 +301,11 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     if !is_pointer_alignment(align) {
         return libc::EINVAL;
     }
+    let saved = errno();
     let block = raw::malloc(size, align.max(MALLOC_ALIGN));
     if block.is_null() {
+        // A refused mapping set errno on the way; the error is the return value only.
+        set_errno(saved);
         return libc::ENOMEM;
     }
     // SAFETY: the caller's contract.

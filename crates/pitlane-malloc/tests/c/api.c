@@ -191,13 +191,20 @@ static void aligned_cases(void) {
     CHECK(aligned_alloc(64, SIZE_MAX) == NULL && errno == ENOMEM);
 
     /* posix_memalign: EINVAL for a bad alignment, ENOMEM when too big; *p untouched. */
+    /* errno is left alone too, also when the failure comes from the OS refusing a mapping
+     * (the last two). */
     void *q = (void *)0x1234;
-    errno = 0;
+    errno = 777;
     CHECK(posix_memalign(&q, 3, 16) == EINVAL && q == (void *)0x1234);
     CHECK(posix_memalign(&q, sizeof(void *) / 2, 16) == EINVAL && q == (void *)0x1234);
     CHECK(posix_memalign(&q, 0, 16) == EINVAL && q == (void *)0x1234);
+    CHECK(posix_memalign(&q, 24, 16) == EINVAL && q == (void *)0x1234);
     CHECK(posix_memalign(&q, 64, SIZE_MAX) == ENOMEM && q == (void *)0x1234);
+    CHECK(errno == 777);
     CHECK(posix_memalign(&q, (size_t)1 << 62, 16) == ENOMEM && q == (void *)0x1234);
+    CHECK(errno == 777);
+    CHECK(posix_memalign(&q, 64, (size_t)PTRDIFF_MAX - (1 << 20)) == ENOMEM && q == (void *)0x1234);
+    CHECK(errno == 777);
     /* posix_memalign(&p, align, 0): a pointer free accepts. */
     CHECK(posix_memalign(&q, 64, 0) == 0);
     free(q);
@@ -332,11 +339,27 @@ static void glibc_internals_case(void) {
 static int foreign_case(void) {
     /* 64-byte aligned, not page-aligned: the header check reads the zeros before it. */
     static char not_from_malloc[8192] __attribute__((aligned(4096)));
+    /* The report names this pointer (the test compares). */
+    printf("foreign %p\n", (void *)(not_from_malloc + 128));
+    fflush(stdout);
     free(not_from_malloc + 128);
     char on_stack[100];
     free(on_stack + 8);
     void *fine = malloc(10);
     free(fine);
+    /* A large block freed twice: its mapping is kept for reuse, so its header is still
+     * readable at the second free, which must be refused (it is not a live block any more),
+     * never put the mapping in the cache twice: two later blocks would share it. */
+    void *twice = malloc(100000);
+    free(twice);
+    free(twice);
+    unsigned char *x = malloc(100000), *y = malloc(100000);
+    CHECK(x != NULL && y != NULL && x != y);
+    memset(x, 1, 100000);
+    memset(y, 2, 100000);
+    CHECK(x[99999] == 1);
+    free(x);
+    free(y);
     printf("survived\n");
     return 0;
 }

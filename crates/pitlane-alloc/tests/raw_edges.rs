@@ -1,0 +1,99 @@
+//! The `raw` interface (what the C `malloc` builds on) at its edges: alignments that are not
+//! powers of two, pointers that are not ours but look like a large block, and large blocks
+//! freed twice. PitlaneAlloc is *not* the global allocator here.
+
+use pitlane_alloc::raw;
+
+#[test]
+fn an_alignment_that_is_not_a_power_of_two_is_refused_at_every_size() {
+    for align in [0, 3, 5, 6, 7, 9, 12, 24, 48, 100, 4097, usize::MAX] {
+        for size in [0, 1, 8, 100, pitlane_alloc::SMALL_MAX, 1 << 20] {
+            let block = raw::malloc(size, align);
+            assert!(block.is_null(), "malloc({size}, {align}) gave a block");
+            let block = raw::calloc(size, align);
+            assert!(block.is_null(), "calloc({size}, {align}) gave a block");
+        }
+    }
+}
+
+/// Memory that is not ours, three OS pages, page-aligned.
+#[repr(C, align(4096))]
+struct Pages([u64; 3 * 512]);
+
+#[test]
+fn a_foreign_pointer_whose_preceding_bytes_name_a_mapping_is_not_taken_for_ours() {
+    // The 64 bytes before a pointer into this buffer hold what a large block's header holds:
+    // the page-aligned start of a region before the pointer and a length that covers it
+    // (a struct of a buffer and its length, say, as any program may keep in memory).
+    let mut pages = Box::new(Pages([0; 3 * 512]));
+    let base = pages.0.as_mut_ptr().cast::<u8>();
+    // SAFETY: offsets inside the 12 KiB buffer.
+    let (inner, words) = unsafe { (base.add(4096 + 256), base.add(4096 + 256 - 64)) };
+    // SAFETY: the 64 bytes before `inner`, inside the buffer, 8-aligned.
+    unsafe {
+        let words = words.cast::<usize>();
+        words.write(base.addr() + 4096);
+        words.add(1).write(8192);
+        for i in 2..8 {
+            words.add(i).write(0);
+        }
+    }
+    assert!(!raw::in_segment(inner));
+    assert!(
+        !raw::owns(inner),
+        "a pointer into a Box was taken for a large block of ours"
+    );
+    drop(pages);
+}
+
+#[test]
+fn a_large_block_freed_is_no_longer_ours_while_its_mapping_is_kept() {
+    // Sizes whose mappings the allocator keeps for reuse after the free (in the thread's
+    // stash or the shared cache), so the header's bytes are still readable: a C program's
+    // second `free` of the block must be refused, not put the mapping in the cache twice
+    // (which would hand the same memory to two later blocks).
+    for size in [20_000usize, 100_000, 500_000, 3 << 20] {
+        let block = raw::malloc(size, 8);
+        assert!(!block.is_null());
+        assert!(!raw::in_segment(block) && raw::owns(block));
+        // SAFETY: a live block of ours, freed once.
+        unsafe { raw::free(block) };
+        assert!(
+            !raw::owns(block),
+            "size {size}: a freed large block still looks live"
+        );
+        // Its mapping is reused by the next block of the size, which is ours again.
+        let again = raw::malloc(size, 8);
+        assert!(raw::owns(again));
+        // SAFETY: as above.
+        unsafe { raw::free(again) };
+    }
+}
+
+#[test]
+fn resized_large_blocks_stay_ours_at_their_new_place() {
+    // In place (shrink giving a tail back, growth into a cached run), moved into a cached
+    // run, and moved by `mremap`: each time the header moves or changes, `owns` still
+    // recognises the block and its contents are kept.
+    let mut block = raw::malloc(40_000, 8);
+    // SAFETY: a live block of 40,000 bytes.
+    unsafe { block.write_bytes(0x33, 40_000) };
+    let mut size = 40_000;
+    for next in [3 << 20, 100_000, 8 << 20, 30_000, 64 << 20, 20_000] {
+        // SAFETY: a live block of ours; the old pointer is not used after a successful
+        // realloc except to ask `owns` about it.
+        let moved = unsafe { raw::realloc(block, next) };
+        assert!(!moved.is_null());
+        assert!(raw::owns(moved), "{size} -> {next}");
+        let kept = size.min(next);
+        // SAFETY: the first `kept` bytes of the live block.
+        unsafe {
+            assert!((0..kept).step_by(997).all(|i| moved.add(i).read() == 0x33));
+            moved.write_bytes(0x33, next);
+        }
+        block = moved;
+        size = next;
+    }
+    // SAFETY: a live block of ours, freed once.
+    unsafe { raw::free(block) };
+}
