@@ -53,7 +53,11 @@
 //! after it in both processes. Lock-free operations of other threads cut short by the fork
 //! leave the child's structures consistent (each takes effect at one CAS) and at most lose a
 //! page to a pop whose thread is not there. The heaps of the parent's other threads stay held
-//! in the child (one may have been mid-update), so their pages are not reused there.
+//! in the child (one may have been mid-update), so their pages are not reused there. A sweep
+//! another thread was making is abandoned (its flag cleared, see `pool`), so the child
+//! sweeps too (`tests/fork_sweep.rs`). Not handled: a `fork` while another thread is in
+//! the allocator's one-time initialisation leaves the child on the orphan heap for good
+//! (correct, but every allocation takes its lock).
 
 use core::cell::Cell;
 use core::ptr;
@@ -1110,6 +1114,7 @@ extern "C" fn after_fork_parent() {
 /// blocks can still be freed (remote frees), but their pages are not reused in the child.
 extern "C" fn after_fork_child() {
     after_fork_parent();
+    pool::after_fork_child();
 }
 
 /// Gives the calling thread's empty pages to the pool (for `collect`).
