@@ -97,3 +97,60 @@ fn resized_large_blocks_stay_ours_at_their_new_place() {
     // SAFETY: a live block of ours, freed once.
     unsafe { raw::free(block) };
 }
+
+#[test]
+fn alignments_up_to_512_mib_and_the_largest_layouts_allow() {
+    use allocator_api2::alloc::Allocator;
+    use core::alloc::{GlobalAlloc, Layout};
+    use pitlane_alloc::PitlaneAlloc;
+
+    let a = PitlaneAlloc::new();
+    for align_log in 23..=29 {
+        let align = 1usize << align_log;
+        for size in [1, 4096, align + 1] {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            let block = a.allocate(layout).unwrap().cast::<u8>().as_ptr();
+            assert_eq!(block.addr() % align, 0, "size {size} align {align}");
+            // SAFETY: the first and last bytes of the block.
+            unsafe {
+                block.write(1);
+                block.add(size - 1).write(2);
+                assert_eq!(
+                    block.read() + block.add(size - 1).read(),
+                    if size == 1 { 4 } else { 3 }
+                );
+                a.deallocate(core::ptr::NonNull::new(block).unwrap(), layout);
+            }
+            // Through GlobalAlloc and raw, zeroed.
+            // SAFETY: a non-zero layout; the block is freed once.
+            unsafe {
+                let z = a.alloc_zeroed(layout);
+                assert!(!z.is_null() && z.addr() % align == 0);
+                assert_eq!(z.add(size - 1).read(), 0);
+                a.dealloc(z, layout);
+            }
+            let r = raw::calloc(size, align);
+            assert!(!r.is_null() && r.addr() % align == 0);
+            // SAFETY: a live block of ours, freed once.
+            unsafe { raw::free(r) };
+        }
+    }
+    // Every alignment up to the largest `Layout` allows, with sizes that, rounded up to it,
+    // reach `isize::MAX` (or half of it): a clean failure, never an overflow in the rounding
+    // of the size or of the mapping's length (which adds the alignment).
+    for align_log in 0..=62 {
+        let align = 1usize << align_log;
+        for size in [
+            isize::MAX as usize - align + 1,
+            (isize::MAX as usize >> 1) + 1,
+        ] {
+            let Ok(layout) = Layout::from_size_align(size, align) else {
+                continue;
+            };
+            assert!(a.allocate(layout).is_err(), "size {size} align {align}");
+            // SAFETY: a non-zero layout.
+            assert!(unsafe { a.alloc(layout) }.is_null());
+            assert!(raw::malloc(size, align).is_null());
+        }
+    }
+}
