@@ -16,20 +16,29 @@ fn an_alignment_that_is_not_a_power_of_two_is_refused_at_every_size() {
     }
 }
 
-/// Memory that is not ours, three OS pages, page-aligned.
-#[repr(C, align(4096))]
-struct Pages([u64; 3 * 512]);
-
 #[test]
 fn a_foreign_pointer_whose_preceding_bytes_name_a_mapping_is_not_taken_for_ours() {
-    // The 64 bytes before a pointer into this buffer hold what a large block's header holds:
-    // the page-aligned start of a region before the pointer and a length that covers it
-    // (a struct of a buffer and its length, say, as any program may keep in memory).
-    let mut pages = Box::new(Pages([0; 3 * 512]));
-    let base = pages.0.as_mut_ptr().cast::<u8>();
-    // SAFETY: offsets inside the 12 KiB buffer.
+    // The 64 bytes before a pointer into this foreign memory (three OS pages mapped here,
+    // not by the allocator) hold what a large block's header holds: the page-aligned start of
+    // a region before the pointer and a length that covers it (a struct of a buffer and its
+    // length, say, as any program may keep in memory).
+    const LEN: usize = 3 * 4096;
+    // SAFETY: a fresh anonymous mapping.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            LEN,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED);
+    let base = base.cast::<u8>();
+    // SAFETY: offsets inside the mapping.
     let (inner, words) = unsafe { (base.add(4096 + 256), base.add(4096 + 256 - 64)) };
-    // SAFETY: the 64 bytes before `inner`, inside the buffer, 8-aligned.
+    // SAFETY: the 64 bytes before `inner`, inside the mapping, 8-aligned.
     unsafe {
         let words = words.cast::<usize>();
         words.write(base.addr() + 4096);
@@ -41,9 +50,10 @@ fn a_foreign_pointer_whose_preceding_bytes_name_a_mapping_is_not_taken_for_ours(
     assert!(!raw::in_segment(inner));
     assert!(
         !raw::owns(inner),
-        "a pointer into a Box was taken for a large block of ours"
+        "a pointer into a foreign mapping was taken for a large block of ours"
     );
-    drop(pages);
+    // SAFETY: the mapping made above, no longer used.
+    unsafe { libc::munmap(base.cast(), LEN) };
 }
 
 #[test]
