@@ -775,8 +775,9 @@ pub(crate) unsafe fn usable_size(ptr: *mut u8) -> usize {
 /// and carry the seal of a live block at `ptr` (see the module documentation): a foreign
 /// pointer passes only if the words before it match the seal by accident (one chance in
 /// 2^64 for arbitrary bytes), and a freed block fails while its mapping is still there to
-/// read. A page-aligned `ptr` (a block aligned to 4 KiB or more) cannot be checked without a
-/// system call and is taken as ours.
+/// read. A page-aligned `ptr` (a block aligned to 4 KiB or more) cannot be checked without
+/// reading the OS page before it, which may not be mapped, and is taken as ours (see
+/// [`sealed`] for a caller that is about to read the header anyway).
 pub(crate) fn plausible(ptr: *mut u8) -> bool {
     if ptr.addr() % HEADER != 0 {
         return false;
@@ -784,8 +785,18 @@ pub(crate) fn plausible(ptr: *mut u8) -> bool {
     if ptr.addr() % OS_PAGE == 0 {
         return true;
     }
-    // SAFETY: the header's bytes lie in the page of `ptr`, mapped if `ptr` is; read as plain
-    // words (a foreign block's bytes are arbitrary but initialized memory of the process).
+    // SAFETY: the header's bytes lie in the page of `ptr`, mapped if `ptr` is.
+    unsafe { sealed(ptr) }
+}
+
+/// Whether the 64 bytes before `ptr` (64-aligned) describe a mapping that holds `ptr` and
+/// carry the seal of a live block at `ptr`. Read as plain words: a foreign block's bytes are
+/// arbitrary but initialized memory of the process.
+///
+/// # Safety
+/// The 64 bytes before `ptr` are readable.
+pub(crate) unsafe fn sealed(ptr: *mut u8) -> bool {
+    // SAFETY: readable, by the caller's contract.
     let (base, len, seal) = unsafe {
         let header = header_of(ptr);
         (

@@ -77,6 +77,39 @@ pub fn owns(ptr: *mut u8) -> bool {
     in_segment(ptr) || (!ptr.is_null() && large::plausible(ptr))
 }
 
+/// Whether `ptr`, which the caller is about to free, resize or ask the size of (each of which
+/// reads a large block's header), is a live block of this allocator: [`owns`], and for a
+/// page-aligned pointer outside the segments, which [`owns`] takes as ours unread, the same
+/// check of the header before it (the mapping it names holds `ptr`, and its seal is that of
+/// a live block at `ptr`). So a large block freed twice is refused while its mapping is kept
+/// for reuse, page-aligned or not. A `false` is certain.
+///
+/// # Safety
+/// If `ptr` is page-aligned (and outside the segments), the 64 bytes before it are readable,
+/// as they are for every large block of ours, live or freed into the cache.
+///
+/// ```
+/// use pitlane_alloc::raw;
+///
+/// let block = raw::malloc(100_000, 4096);
+/// // SAFETY: a live block of ours; the bytes before it are its header.
+/// assert!(unsafe { raw::owns_block(block) });
+/// // SAFETY: as above, freed once.
+/// unsafe { raw::free(block) };
+/// ```
+#[inline]
+pub unsafe fn owns_block(ptr: *mut u8) -> bool {
+    if in_segment(ptr) {
+        return true;
+    }
+    if ptr.is_null() || ptr.addr() % 64 != 0 {
+        return false;
+    }
+    // SAFETY: the 64 bytes before `ptr` lie in its own OS page, or the caller vouches for
+    // them.
+    unsafe { large::sealed(ptr) }
+}
+
 /// Allocates `size` bytes aligned to `align` (a power of two) from the calling thread's heap:
 /// null if `align` is not a power of two, if `size` rounded up to `align` exceeds
 /// `isize::MAX`, or if memory is exhausted. A `size` of 0 gives a distinct minimal block.

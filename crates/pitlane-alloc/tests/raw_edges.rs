@@ -77,6 +77,20 @@ fn a_large_block_freed_is_no_longer_ours_while_its_mapping_is_kept() {
         assert!(raw::owns(again));
         // SAFETY: as above.
         unsafe { raw::free(again) };
+
+        // Page-aligned: `owns` takes it as ours unread, `owns_block` reads its header.
+        let aligned = raw::malloc(size, 4096);
+        assert_eq!(aligned.addr() % 4096, 0);
+        // SAFETY: a live block of ours (its header is readable), freed once; after the free
+        // its mapping is kept, so the header is still readable.
+        unsafe {
+            assert!(raw::owns_block(aligned));
+            raw::free(aligned);
+            assert!(
+                !raw::owns_block(aligned),
+                "size {size}: a freed page-aligned block still looks live"
+            );
+        }
     }
 }
 

@@ -155,7 +155,10 @@ fn release(block: *mut c_void) {
 /// A block outside the segments: a large block of ours, or a foreign pointer.
 #[inline(never)]
 fn release_large(block: *mut u8) {
-    if !raw::owns(block) {
+    // SAFETY: the C contract makes `block` a block of ours, whose header (read by the free
+    // anyway) is readable; a page-aligned foreign pointer whose preceding page is not mapped
+    // faults here rather than in the free.
+    if !unsafe { raw::owns_block(block) } {
         foreign_free(block);
         return;
     }
@@ -232,7 +235,8 @@ pub unsafe extern "C" fn realloc(block: *mut c_void, size: usize) -> *mut c_void
         return ptr::null_mut();
     }
     let old = block.cast::<u8>();
-    if !raw::owns(old) {
+    // SAFETY: as in `release_large`.
+    if !unsafe { raw::owns_block(old) } {
         // Not ours: nothing can be copied safely (its size is unknown).
         foreign_free(old);
         set_errno(libc::ENOMEM);
@@ -349,7 +353,8 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc_usable_size(block: *mut c_void) -> usize {
     let block = block.cast::<u8>();
-    if block.is_null() || !raw::owns(block) {
+    // SAFETY: as in `release_large`.
+    if block.is_null() || !unsafe { raw::owns_block(block) } {
         return 0;
     }
     // SAFETY: a live block of ours, by the caller's contract.

@@ -360,6 +360,15 @@ static int foreign_case(void) {
     CHECK(x[99999] == 1);
     free(x);
     free(y);
+    /* The same with a page-aligned large block (its header lies in the OS page before it). */
+    void *twice_aligned = aligned_alloc(4096, 100000);
+    free(twice_aligned);
+    free(twice_aligned);
+    x = aligned_alloc(4096, 100000);
+    y = aligned_alloc(4096, 100000);
+    CHECK(x != NULL && y != NULL && x != y);
+    free(x);
+    free(y);
     printf("survived\n");
     return 0;
 }
