@@ -307,12 +307,39 @@ fn prefetch(block: *mut Block) {
 /// the empty heap.
 #[inline(always)]
 pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
+    // SAFETY: forwarded.
+    unsafe { free_small_in::<false>(heap, ptr) };
+}
+
+/// [`free_small`] for a caller that may be handed a block freed twice (the C `free`): a
+/// block at the head of its page's free list in `heap` (freed by this thread and not handed
+/// out since: a double free in a row) is refused, and `false` returned with nothing done.
+/// Other double frees are not caught.
+///
+/// # Safety
+/// As [`free_small`], but for a block that may have just been freed by the calling thread.
+#[inline(always)]
+pub(crate) unsafe fn free_small_checked(heap: *mut HeapCore, ptr: *mut u8) -> bool {
+    // SAFETY: forwarded.
+    unsafe { free_small_in::<true>(heap, ptr) }
+}
+
+/// The body of [`free_small`] and, with `CHECK`, of [`free_small_checked`].
+///
+/// # Safety
+/// As [`free_small_checked`].
+#[inline(always)]
+unsafe fn free_small_in<const CHECK: bool>(heap: *mut HeapCore, ptr: *mut u8) -> bool {
     // SAFETY: `ptr` is a small block, so its page descriptor is where `page_of` says.
     unsafe {
         let page = crate::segment::page_of(ptr);
         if (*page).owner.load(Ordering::Relaxed) == heap {
             let block = ptr.cast::<Block>();
-            (*block).next = (*page).free.get();
+            let head = (*page).free.get();
+            if CHECK && ptr::eq(head, block) {
+                return false;
+            }
+            (*block).next = head;
             (*page).free.set(block);
             let used = (*page).used.load(Ordering::Relaxed) - 1;
             (*page).used.store(used, Ordering::Relaxed);
@@ -322,6 +349,7 @@ pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
         } else {
             free_remote(page, ptr);
         }
+        true
     }
 }
 
@@ -353,7 +381,10 @@ unsafe fn kept_when_empty(heap: *mut HeapCore, page: *mut Page) -> bool {
 
 /// The fast path of [`free_small`] alone: frees `ptr` when `heap` owns its page and the free
 /// needs nothing more (the page was not full and stays where it is), and says whether it
-/// did; on `false` nothing was done, and [`free_small`] does all of it.
+/// did; on `false` nothing was done, and [`free_small`] does all of it. A block at the head
+/// of its page's free list (freed twice in a row, by the C program that this serves) is
+/// left to the slow path too, where [`free_small_checked`] refuses it: one compare of
+/// values this path loads anyway.
 ///
 /// # Safety
 /// As [`free_small`].
@@ -367,11 +398,15 @@ pub(crate) unsafe fn free_fast(heap: *mut HeapCore, ptr: *mut u8) -> bool {
             return false;
         }
         let used = (*page).used.load(Ordering::Relaxed);
-        if (*page).list.get() == ListState::Full || (used == 1 && !kept_when_empty(heap, page)) {
+        let block = ptr.cast::<Block>();
+        let head = (*page).free.get();
+        if (*page).list.get() == ListState::Full
+            || (used == 1 && !kept_when_empty(heap, page))
+            || ptr::eq(head, block)
+        {
             return false;
         }
-        let block = ptr.cast::<Block>();
-        (*block).next = (*page).free.get();
+        (*block).next = head;
         (*page).free.set(block);
         (*page).used.store(used - 1, Ordering::Relaxed);
         true

@@ -205,6 +205,34 @@ pub unsafe fn free_small(ptr: *mut u8) {
     unsafe { heap::free_small(heap::thread_heap(), ptr) }
 }
 
+/// [`free_small`] for a shim given pointers by a program that may free a block twice (the C
+/// `free`): refuses, doing nothing and returning `false`, a block that is at the head of its
+/// page's free list in the calling thread's heap — one the calling thread has just freed and
+/// not had handed out since, the double free in a row, which [`free_small`] would link to
+/// itself (every later allocation of its class on this thread would return it). A double
+/// free with other frees into the same page in between, or by another thread, is not
+/// caught. Returns `true` when the block was freed.
+///
+/// # Safety
+/// `ptr` is a block in a segment ([`in_segment`]) that is live, or that the calling thread
+/// freed last among the blocks of its page.
+///
+/// ```
+/// use pitlane_alloc::raw;
+///
+/// let block = raw::malloc(24, 8);
+/// // SAFETY: a live small block; the second call is refused.
+/// unsafe {
+///     assert!(raw::try_free_small(block));
+///     assert!(!raw::try_free_small(block));
+/// }
+/// ```
+#[inline]
+pub unsafe fn try_free_small(ptr: *mut u8) -> bool {
+    // SAFETY: as promised by the caller; the thread heap is the calling thread's.
+    unsafe { heap::free_small_checked(heap::thread_heap(), ptr) }
+}
+
 /// The fast path of [`free`] alone, for a shim that keeps its own fast path free of calls:
 /// frees `ptr` if it is a small block of a page the calling thread's heap owns and the free
 /// needs nothing more (the page was not full, and does not leave its place when it empties),

@@ -37,9 +37,10 @@
 //!   ours, reported once on standard error, and ignored: the block leaks rather than the heap
 //!   being corrupted. A large block's header carries a seal, cleared when it is freed, so a
 //!   second `free` of a large block whose mapping is kept for reuse is refused the same way.
-//!   Not detected: a pointer inside our memory but not at a block's start, a second `free`
-//!   of a small block (two later `malloc`s then return it), and the other cases
-//!   `docs/malloc.md` lists.
+//!   A small block freed twice in a row by one thread (still at the head of its page's free
+//!   list) is refused and reported once as well. Not detected: a pointer inside our memory
+//!   but not at a block's start, other second `free`s of a small block (two later `malloc`s
+//!   then return it), and the other cases `docs/malloc.md` lists.
 //! - The throwing C++ `operator new` forms call the program's new-handler and retry while one
 //!   is installed, then throw `std::bad_alloc`: they find `std::get_new_handler` and the
 //!   function that throws in the C++ runtime already loaded into the process (any program
@@ -55,6 +56,7 @@ mod cxx;
 
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use pitlane_alloc::raw;
 
@@ -145,8 +147,11 @@ unsafe extern "C" fn free_slow(block: *mut c_void) {
 fn release(block: *mut c_void) {
     let block = block.cast::<u8>();
     if raw::in_segment(block) {
-        // SAFETY: a pointer into one of our segments; the C contract makes it a live block.
-        unsafe { raw::free_small(block) };
+        // SAFETY: a pointer into one of our segments; the C contract makes it a live block,
+        // and a buggy program's second free of it in a row is refused.
+        if !unsafe { raw::try_free_small(block) } {
+            double_free(block);
+        }
         return;
     }
     release_large(block);
@@ -173,24 +178,47 @@ fn release_large(block: *mut u8) {
 #[cold]
 #[inline(never)]
 fn foreign_free(block: *mut u8) {
-    use core::sync::atomic::{AtomicBool, Ordering};
     static REPORTED: AtomicBool = AtomicBool::new(false);
-    if REPORTED.swap(true, Ordering::Relaxed) {
+    report_once(
+        &REPORTED,
+        b"pitlane-malloc: free() of a pointer it did not allocate: 0x",
+        block,
+    );
+}
+
+/// A small block freed twice in a row: reported once, the second free ignored.
+#[cold]
+#[inline(never)]
+fn double_free(block: *mut u8) {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    report_once(
+        &REPORTED,
+        b"pitlane-malloc: double free of a block just freed: 0x",
+        block,
+    );
+}
+
+/// Writes `head`, the address of `block` in hexadecimal and a tail to standard error, the
+/// first time only (per `reported`); without allocating.
+fn report_once(reported: &AtomicBool, head: &[u8], block: *mut u8) {
+    if reported.swap(true, Ordering::Relaxed) {
         return;
     }
-    const HEAD: &[u8] = b"pitlane-malloc: free() of a pointer it did not allocate: 0x";
+    const HEAD_MAX: usize = 64;
     const TAIL: &[u8] = b" (ignored; reported once)\n";
-    const LEN: usize = HEAD.len() + 16 + TAIL.len();
-    let mut line = [0u8; LEN];
-    line[..HEAD.len()].copy_from_slice(HEAD);
-    line[HEAD.len() + 16..].copy_from_slice(TAIL);
+    let head = &head[..head.len().min(HEAD_MAX)];
+    let mut line = [0u8; HEAD_MAX + 16 + TAIL.len()];
+    line[..head.len()].copy_from_slice(head);
     let mut value = block.addr();
-    for at in (HEAD.len()..HEAD.len() + 16).rev() {
+    for at in (head.len()..head.len() + 16).rev() {
         line[at] = b"0123456789abcdef"[value & 15];
         value >>= 4;
     }
-    // SAFETY: writes a buffer of ours to standard error; the result is not needed.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    let len = head.len() + 16 + TAIL.len();
+    line[head.len() + 16..len].copy_from_slice(TAIL);
+    // SAFETY: writes the first `len` bytes of a buffer of ours to standard error; the
+    // result is not needed.
+    unsafe { libc::write(2, line.as_ptr().cast(), len) };
 }
 
 /// `free`, under the name SunOS and old glibc gave it.

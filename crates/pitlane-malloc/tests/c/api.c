@@ -360,6 +360,17 @@ static int foreign_case(void) {
     CHECK(x[99999] == 1);
     free(x);
     free(y);
+    /* A small block freed twice in a row (still at the head of its page's free list): the
+     * second free is refused; before, the block was linked to itself, and every later
+     * malloc of its size class on this thread returned it. */
+    unsigned char *small_twice = malloc(24);
+    free(small_twice);
+    free(small_twice);
+    unsigned char *s1 = malloc(24), *s2 = malloc(24), *s3 = malloc(24);
+    CHECK(s1 != NULL && s2 != NULL && s3 != NULL && s1 != s2 && s2 != s3 && s1 != s3);
+    free(s1);
+    free(s2);
+    free(s3);
     /* The same with a page-aligned large block (its header lies in the OS page before it). */
     void *twice_aligned = aligned_alloc(4096, 100000);
     free(twice_aligned);
