@@ -8,10 +8,20 @@
 
 use core::alloc::Layout;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use allocator_api2::alloc::Allocator;
 use pitlane_alloc::{PitlaneAlloc, PurgePolicy};
+use pitlane_testkit::stress::run_threads;
+
+/// Takes one off its counter when dropped, on a panic too.
+struct CountOnDrop<'a>(&'a AtomicUsize);
+
+impl Drop for CountOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
 
 fn size_of_block(seed: u64) -> usize {
     match seed % 32 {
@@ -82,63 +92,50 @@ fn eager_purging_and_collecting_never_touch_a_live_block() {
     let slots: Vec<AtomicPtr<u8>> = (0..512)
         .map(|_| AtomicPtr::new(std::ptr::null_mut()))
         .collect();
-    let stop = AtomicBool::new(false);
+    let workers_left = AtomicUsize::new(3);
     let checked = AtomicUsize::new(0);
-    /// Stops the collecting thread however the workers end (a failed check included), so
-    /// that a failure ends the test instead of leaving the scope waiting for that thread.
-    struct StopOnDrop<'a>(&'a AtomicBool);
-    impl Drop for StopOnDrop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    std::thread::scope(|s| {
-        let _stop = StopOnDrop(&stop);
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
+    // POSIX threads the sanitizers see (pitlane-testkit): one collects back to back until the
+    // three workers are done.
+    run_threads(4, |t| {
+        if t == 0 {
+            while workers_left.load(Ordering::Acquire) > 0 {
                 pitlane_alloc::collect();
                 std::thread::yield_now();
             }
-        });
-        let workers: Vec<_> = (0..3u64)
-            .map(|t| {
-                let (slots, checked) = (&slots, &checked);
-                s.spawn(move || {
-                    let mut rng = (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    let mut mine: Vec<*mut u8> = Vec::new();
-                    for _ in 0..ops {
-                        let r = xorshift(&mut rng);
-                        match r % 6 {
-                            0 | 1 => mine.push(make(r)),
-                            2 | 3 => {
-                                if let Some(p) = mine.pop() {
-                                    check_and_free(p);
-                                    checked.fetch_add(1, Ordering::Relaxed);
-                                }
-                            }
-                            _ => {
-                                let slot = &slots[(r >> 20) as usize % slots.len()];
-                                let old = slot.swap(make(r), Ordering::AcqRel);
-                                if !old.is_null() {
-                                    check_and_free(old);
-                                    checked.fetch_add(1, Ordering::Relaxed);
-                                }
-                            }
-                        }
-                        if mine.len() > 300 {
-                            for p in mine.drain(..) {
-                                check_and_free(p);
-                            }
-                        }
-                    }
-                    for p in mine {
+            return;
+        }
+        // Counts this worker out however it ends (a failed check included), so that the
+        // collecting thread stops and the test ends.
+        let _left = CountOnDrop(&workers_left);
+        let mut rng = (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut mine: Vec<*mut u8> = Vec::new();
+        for _ in 0..ops {
+            let r = xorshift(&mut rng);
+            match r % 6 {
+                0 | 1 => mine.push(make(r)),
+                2 | 3 => {
+                    if let Some(p) = mine.pop() {
                         check_and_free(p);
+                        checked.fetch_add(1, Ordering::Relaxed);
                     }
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().unwrap();
+                }
+                _ => {
+                    let slot = &slots[(r >> 20) as usize % slots.len()];
+                    let old = slot.swap(make(r), Ordering::AcqRel);
+                    if !old.is_null() {
+                        check_and_free(old);
+                        checked.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            if mine.len() > 300 {
+                for p in mine.drain(..) {
+                    check_and_free(p);
+                }
+            }
+        }
+        for p in mine {
+            check_and_free(p);
         }
     });
     for slot in &slots {
