@@ -313,8 +313,9 @@ pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
 
 /// [`free_small`] for a caller that may be handed a block freed twice (the C `free`): a
 /// block at the head of its page's free list in `heap` (freed by this thread and not handed
-/// out since: a double free in a row) is refused, and `false` returned with nothing done.
-/// Other double frees are not caught.
+/// out since: a double free in a row), or of a page in the pool (whose first free emptied
+/// it), is refused, and `false` returned with nothing done. Other double frees are not
+/// caught.
 ///
 /// # Safety
 /// As [`free_small`], but for a block that may have just been freed by the calling thread.
@@ -333,7 +334,8 @@ unsafe fn free_small_in<const CHECK: bool>(heap: *mut HeapCore, ptr: *mut u8) ->
     // SAFETY: `ptr` is a small block, so its page descriptor is where `page_of` says.
     unsafe {
         let page = crate::segment::page_of(ptr);
-        if (*page).owner.load(Ordering::Relaxed) == heap {
+        let owner = (*page).owner.load(Ordering::Relaxed);
+        if owner == heap {
             let block = ptr.cast::<Block>();
             let head = (*page).free.get();
             if CHECK && ptr::eq(head, block) {
@@ -347,6 +349,10 @@ unsafe fn free_small_in<const CHECK: bool>(heap: *mut HeapCore, ptr: *mut u8) ->
                 free_local_slow(heap, page);
             }
         } else {
+            if CHECK && owner.is_null() {
+                // The page is in the pool: no block of it is live.
+                return false;
+            }
             free_remote(page, ptr);
         }
         true

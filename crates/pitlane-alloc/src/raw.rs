@@ -209,13 +209,16 @@ pub unsafe fn free_small(ptr: *mut u8) {
 /// `free`): refuses, doing nothing and returning `false`, a block that is at the head of its
 /// page's free list in the calling thread's heap — one the calling thread has just freed and
 /// not had handed out since, the double free in a row, which [`free_small`] would link to
-/// itself (every later allocation of its class on this thread would return it). A double
-/// free with other frees into the same page in between, or by another thread, is not
-/// caught. Returns `true` when the block was freed.
+/// itself (every later allocation of its class on this thread would return it); and a
+/// block of a page that is in the pool (the first free emptied it), which [`free_small`]
+/// would push on that page's remote list, to come back as a free block of whichever heap
+/// takes the page next, maybe while the same address is live again there. A double free
+/// with other frees into the same page in between, by another thread, or after the page was
+/// taken again, is not caught. Returns `true` when the block was freed.
 ///
 /// # Safety
 /// `ptr` is a block in a segment ([`in_segment`]) that is live, or that the calling thread
-/// freed last among the blocks of its page.
+/// freed last among the blocks of its page, or whose page is in the pool.
 ///
 /// ```
 /// use pitlane_alloc::raw;

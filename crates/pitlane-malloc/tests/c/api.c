@@ -334,6 +334,52 @@ static void glibc_internals_case(void) {
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* A block freed twice after the first free emptied its page, which went back to the pool:
+ * on a thread that then takes the page again and carves the block's address anew, the
+ * second free must not come back (published at the thread's exit) as a free block of the
+ * page, for the page's next holder to hand out while it is live. */
+#define LATE_SIZE 14000 /* the 14,336-byte class: four blocks per 64 KiB page */
+static unsigned char *late_live[64];
+
+static void *double_free_after_release(void *arg) {
+    (void)arg;
+    unsigned char *first[8];
+    for (int i = 0; i < 8; i++) first[i] = malloc(LATE_SIZE);
+    /* The first four fill one page, which is not the current page of the class: emptied, it
+     * goes back to the pool. */
+    for (int i = 0; i < 4; i++) free(first[i]);
+    free(first[0]); /* the double free */
+    for (int i = 0; i < 64; i++) {
+        late_live[i] = malloc(LATE_SIZE);
+        memset(late_live[i], i + 1, LATE_SIZE);
+    }
+    for (int i = 4; i < 8; i++) free(first[i]);
+    return NULL;
+}
+
+static int late_double_free_case(void) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, double_free_after_release, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    /* A new thread takes the exited thread's heap over; its blocks must not be live ones. */
+    unsigned char *fresh[64];
+    for (int i = 0; i < 64; i++) {
+        fresh[i] = malloc(LATE_SIZE);
+        memset(fresh[i], 0xEE, LATE_SIZE);
+    }
+    for (int i = 0; i < 64; i++)
+        for (size_t k = 0; k < LATE_SIZE; k += 1000)
+            if (late_live[i][k] != (unsigned char)(i + 1)) {
+                fprintf(stderr, "late double free: live block %d overwritten\n", i);
+                return 1;
+            }
+    for (int i = 0; i < 64; i++) {
+        free(late_live[i]);
+        free(fresh[i]);
+    }
+    return 0;
+}
+
 /* `api foreign`: frees pointers this allocator never handed out (undefined behaviour in C,
  * which the library must survive): it reports on stderr and the program goes on. */
 static int foreign_case(void) {
@@ -380,6 +426,7 @@ static int foreign_case(void) {
     CHECK(x != NULL && y != NULL && x != y);
     free(x);
     free(y);
+    CHECK(late_double_free_case() == 0);
     printf("survived\n");
     return 0;
 }
