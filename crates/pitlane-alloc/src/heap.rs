@@ -353,7 +353,7 @@ unsafe fn free_small_in<const CHECK: bool>(heap: *mut HeapCore, ptr: *mut u8) ->
                 // The page is in the pool: no block of it is live.
                 return false;
             }
-            free_remote(page, ptr);
+            return free_remote::<CHECK>(page, ptr);
         }
         true
     }
@@ -466,15 +466,23 @@ fn batch_slot(page: *mut Page) -> usize {
 /// each class from one page at a time, so every slot's run is long even when the sizes (and
 /// so the pages) alternate from one free to the next; scattered frees publish more often.
 ///
+/// With `CHECK` (the C `free`, see [`free_small_checked`]), a block that is already the
+/// head of the thread's batch for its page (freed twice in a row by this thread) is
+/// refused and `false` returned: linked to itself, it would count as two free blocks of a
+/// page that has one, and the page would go back to the pool while a block of it is live.
+///
 /// # Safety
-/// `ptr` is a live small block of `page`.
+/// `ptr` is a live small block of `page` (with `CHECK`, or the head of this thread's batch).
 #[inline(never)]
-unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
+unsafe fn free_remote<const CHECK: bool>(page: *mut Page, ptr: *mut u8) -> bool {
     let block = ptr.cast::<Block>();
     let slot = batch_slot(page);
     BATCHES.with(|slots| {
         let cell = &slots[slot];
         let batch = cell.get();
+        if CHECK && ptr::eq(batch.page, page) && ptr::eq(batch.head, block) {
+            return false;
+        }
         if ptr::eq(batch.page, page) && batch.count < BATCH_MAX {
             // SAFETY: the block is ours to write; only this thread sees the chain.
             unsafe { (*block).next = batch.head };
@@ -483,7 +491,7 @@ unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
                 count: batch.count + 1,
                 ..batch
             });
-            return;
+            return true;
         }
         if !batch.page.is_null() {
             // SAFETY: a held-back chain of live blocks of `batch.page`.
@@ -493,7 +501,7 @@ unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
             cell.set(NO_BATCH);
             // SAFETY: as promised by the caller.
             unsafe { publish_remote(page, block, block, 1) };
-            return;
+            return true;
         }
         // SAFETY: the block is ours to write.
         unsafe { (*block).next = ptr::null_mut() };
@@ -503,7 +511,8 @@ unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
             tail: block,
             count: 1,
         });
-    });
+        true
+    })
 }
 
 /// Makes sure this thread's key destructor will run (it flushes the batch); `false` if it

@@ -212,13 +212,16 @@ pub unsafe fn free_small(ptr: *mut u8) {
 /// itself (every later allocation of its class on this thread would return it); and a
 /// block of a page that is in the pool (the first free emptied it), which [`free_small`]
 /// would push on that page's remote list, to come back as a free block of whichever heap
-/// takes the page next, maybe while the same address is live again there. A double free
-/// with other frees into the same page in between, by another thread, or after the page was
-/// taken again, is not caught. Returns `true` when the block was freed.
+/// takes the page next, maybe while the same address is live again there; and a block that
+/// is the head of the calling thread's batch of remote frees for its page (freed twice in a
+/// row by a thread that does not own it). A double free with other frees into the same page
+/// in between, or after the page was taken again, is not caught. Returns `true` when the
+/// block was freed.
 ///
 /// # Safety
 /// `ptr` is a block in a segment ([`in_segment`]) that is live, or that the calling thread
-/// freed last among the blocks of its page, or whose page is in the pool.
+/// freed last among the blocks of its page (into its own page or its batch of remote
+/// frees), or whose page is in the pool.
 ///
 /// ```
 /// use pitlane_alloc::raw;

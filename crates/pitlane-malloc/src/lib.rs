@@ -38,8 +38,8 @@
 //!   being corrupted. A large block's header carries a seal, cleared when it is freed, so a
 //!   second `free` of a large block whose mapping is kept for reuse is refused the same way.
 //!   A small block freed twice in a row by one thread (still at the head of its page's free
-//!   list), or whose page its first `free` gave back to the pool, is refused and reported
-//!   once as well. Not detected: a pointer inside our memory
+//!   list, or at the head of its batch of remote frees), or whose page its first `free` gave
+//!   back to the pool, is refused and reported once as well. Not detected: a pointer inside our memory
 //!   but not at a block's start, other second `free`s of a small block (two later `malloc`s
 //!   then return it), and the other cases `docs/malloc.md` lists.
 //! - The throwing C++ `operator new` forms call the program's new-handler and retry while one

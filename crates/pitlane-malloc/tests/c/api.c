@@ -380,6 +380,43 @@ static int late_double_free_case(void) {
     return 0;
 }
 
+/* A block freed twice in a row by a thread other than its owner's: the second free must
+ * not link the block to itself in the freeing thread's batch of remote frees (a cycle
+ * that the owner would hand out again and again, or walk forever). SIGALRM ends a hang. */
+static unsigned char *remote_victim;
+
+static void *free_twice_remotely(void *arg) {
+    (void)arg;
+    free(remote_victim);
+    free(remote_victim);
+    return NULL; /* the thread's exit publishes its batch */
+}
+
+static int remote_double_free_case(void) {
+    alarm(20);
+    /* The 7,168-byte class, which nothing else here uses: the victim is alone in its page. */
+    remote_victim = malloc(7000);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_twice_remotely, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    /* The owner's next blocks of the class take the victim back once, then new ones. */
+    enum { N = 40 };
+    unsigned char *mine[N];
+    for (int i = 0; i < N; i++) {
+        mine[i] = malloc(7000);
+        memset(mine[i], i + 1, 7000);
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++)
+            if (mine[i] == mine[j]) {
+                fprintf(stderr, "remote double free: a block handed out twice\n");
+                return 1;
+            }
+    for (int i = 0; i < N; i++) free(mine[i]);
+    alarm(0);
+    return 0;
+}
+
 /* `api foreign`: frees pointers this allocator never handed out (undefined behaviour in C,
  * which the library must survive): it reports on stderr and the program goes on. */
 static int foreign_case(void) {
@@ -427,6 +464,7 @@ static int foreign_case(void) {
     free(x);
     free(y);
     CHECK(late_double_free_case() == 0);
+    CHECK(remote_double_free_case() == 0);
     printf("survived\n");
     return 0;
 }
