@@ -42,7 +42,10 @@
 //! parked heap can still be freed from anywhere (remote frees), and the periodic sweep (see
 //! `pool`) visits parked heaps to release the pages that became empty. Allocations made
 //! later in a thread's exit (by other destructors) and while the allocator initialises go to
-//! a shared *orphan* heap under a spin lock.
+//! a shared *orphan* heap under a spin lock; frees made then (by the destructors of `pthread`
+//! keys created after ours, which run after it) are published at once, and freed large
+//! mappings go straight to the shared cache, since no flush is left to come.
+//! (`tests/late_thread_exit.rs`)
 //!
 //! # fork
 //!
@@ -50,7 +53,11 @@
 //! after it in both processes. Lock-free operations of other threads cut short by the fork
 //! leave the child's structures consistent (each takes effect at one CAS) and at most lose a
 //! page to a pop whose thread is not there. The heaps of the parent's other threads stay held
-//! in the child (one may have been mid-update), so their pages are not reused there.
+//! in the child (one may have been mid-update), so their pages are not reused there. A sweep
+//! another thread was making is abandoned (its flag cleared, see `pool`), so the child
+//! sweeps too (`tests/fork_sweep.rs`). Not handled: a `fork` while another thread is in
+//! the allocator's one-time initialisation leaves the child on the orphan heap for good
+//! (correct, but every allocation takes its lock).
 
 use core::cell::Cell;
 use core::ptr;
@@ -300,12 +307,41 @@ fn prefetch(block: *mut Block) {
 /// the empty heap.
 #[inline(always)]
 pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
+    // SAFETY: forwarded.
+    unsafe { free_small_in::<false>(heap, ptr) };
+}
+
+/// [`free_small`] for a caller that may be handed a block freed twice (the C `free`): a
+/// block at the head of its page's free list in `heap` (freed by this thread and not handed
+/// out since: a double free in a row), or of a page in the pool (whose first free emptied
+/// it), is refused, and `false` returned with nothing done. Other double frees are not
+/// caught.
+///
+/// # Safety
+/// As [`free_small`], but for a block that may have just been freed by the calling thread.
+#[inline(always)]
+pub(crate) unsafe fn free_small_checked(heap: *mut HeapCore, ptr: *mut u8) -> bool {
+    // SAFETY: forwarded.
+    unsafe { free_small_in::<true>(heap, ptr) }
+}
+
+/// The body of [`free_small`] and, with `CHECK`, of [`free_small_checked`].
+///
+/// # Safety
+/// As [`free_small_checked`].
+#[inline(always)]
+unsafe fn free_small_in<const CHECK: bool>(heap: *mut HeapCore, ptr: *mut u8) -> bool {
     // SAFETY: `ptr` is a small block, so its page descriptor is where `page_of` says.
     unsafe {
         let page = crate::segment::page_of(ptr);
-        if (*page).owner.load(Ordering::Relaxed) == heap {
+        let owner = (*page).owner.load(Ordering::Relaxed);
+        if owner == heap {
             let block = ptr.cast::<Block>();
-            (*block).next = (*page).free.get();
+            let head = (*page).free.get();
+            if CHECK && ptr::eq(head, block) {
+                return false;
+            }
+            (*block).next = head;
             (*page).free.set(block);
             let used = (*page).used.load(Ordering::Relaxed) - 1;
             (*page).used.store(used, Ordering::Relaxed);
@@ -313,8 +349,13 @@ pub(crate) unsafe fn free_small(heap: *mut HeapCore, ptr: *mut u8) {
                 free_local_slow(heap, page);
             }
         } else {
-            free_remote(page, ptr);
+            if CHECK && owner.is_null() {
+                // The page is in the pool: no block of it is live.
+                return false;
+            }
+            return free_remote::<CHECK>(page, ptr);
         }
+        true
     }
 }
 
@@ -346,7 +387,10 @@ unsafe fn kept_when_empty(heap: *mut HeapCore, page: *mut Page) -> bool {
 
 /// The fast path of [`free_small`] alone: frees `ptr` when `heap` owns its page and the free
 /// needs nothing more (the page was not full and stays where it is), and says whether it
-/// did; on `false` nothing was done, and [`free_small`] does all of it.
+/// did; on `false` nothing was done, and [`free_small`] does all of it. A block at the head
+/// of its page's free list (freed twice in a row, by the C program that this serves) is
+/// left to the slow path too, where [`free_small_checked`] refuses it: one compare of
+/// values this path loads anyway.
 ///
 /// # Safety
 /// As [`free_small`].
@@ -360,11 +404,15 @@ pub(crate) unsafe fn free_fast(heap: *mut HeapCore, ptr: *mut u8) -> bool {
             return false;
         }
         let used = (*page).used.load(Ordering::Relaxed);
-        if (*page).list.get() == ListState::Full || (used == 1 && !kept_when_empty(heap, page)) {
+        let block = ptr.cast::<Block>();
+        let head = (*page).free.get();
+        if (*page).list.get() == ListState::Full
+            || (used == 1 && !kept_when_empty(heap, page))
+            || ptr::eq(head, block)
+        {
             return false;
         }
-        let block = ptr.cast::<Block>();
-        (*block).next = (*page).free.get();
+        (*block).next = head;
         (*page).free.set(block);
         (*page).used.store(used - 1, Ordering::Relaxed);
         true
@@ -418,15 +466,23 @@ fn batch_slot(page: *mut Page) -> usize {
 /// each class from one page at a time, so every slot's run is long even when the sizes (and
 /// so the pages) alternate from one free to the next; scattered frees publish more often.
 ///
+/// With `CHECK` (the C `free`, see [`free_small_checked`]), a block that is already the
+/// head of the thread's batch for its page (freed twice in a row by this thread) is
+/// refused and `false` returned: linked to itself, it would count as two free blocks of a
+/// page that has one, and the page would go back to the pool while a block of it is live.
+///
 /// # Safety
-/// `ptr` is a live small block of `page`.
+/// `ptr` is a live small block of `page` (with `CHECK`, or the head of this thread's batch).
 #[inline(never)]
-unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
+unsafe fn free_remote<const CHECK: bool>(page: *mut Page, ptr: *mut u8) -> bool {
     let block = ptr.cast::<Block>();
     let slot = batch_slot(page);
     BATCHES.with(|slots| {
         let cell = &slots[slot];
         let batch = cell.get();
+        if CHECK && ptr::eq(batch.page, page) && ptr::eq(batch.head, block) {
+            return false;
+        }
         if ptr::eq(batch.page, page) && batch.count < BATCH_MAX {
             // SAFETY: the block is ours to write; only this thread sees the chain.
             unsafe { (*block).next = batch.head };
@@ -435,7 +491,7 @@ unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
                 count: batch.count + 1,
                 ..batch
             });
-            return;
+            return true;
         }
         if !batch.page.is_null() {
             // SAFETY: a held-back chain of live blocks of `batch.page`.
@@ -445,7 +501,7 @@ unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
             cell.set(NO_BATCH);
             // SAFETY: as promised by the caller.
             unsafe { publish_remote(page, block, block, 1) };
-            return;
+            return true;
         }
         // SAFETY: the block is ours to write.
         unsafe { (*block).next = ptr::null_mut() };
@@ -455,7 +511,8 @@ unsafe fn free_remote(page: *mut Page, ptr: *mut u8) {
             tail: block,
             count: 1,
         });
-    });
+        true
+    })
 }
 
 /// Makes sure this thread's key destructor will run (it flushes the batch); `false` if it
@@ -901,8 +958,15 @@ fn init_slow() -> bool {
 }
 
 /// The pthread key destructor: parks the exiting thread's heap.
+///
+/// The destructors of keys created after ours run after it (glibc runs them in the order the
+/// keys were made; in a preloaded C program ours is one of the first), and may still free
+/// blocks. So this one disarms the thread's exit flush: from here on, a remote free is
+/// published at once and a freed large mapping goes to the shared cache, rather than wait in
+/// the thread's batch or stash for a flush that would never come.
 extern "C" fn on_thread_exit(heap: *mut libc::c_void) {
     EXITING.with(|e| e.set(true));
+    ARMED.with(|a| a.set(false));
     flush_remote();
     crate::large::flush_stash();
     crate::large::disown();
@@ -1100,6 +1164,7 @@ extern "C" fn after_fork_parent() {
 /// blocks can still be freed (remote frees), but their pages are not reused in the child.
 extern "C" fn after_fork_child() {
     after_fork_parent();
+    pool::after_fork_child();
 }
 
 /// Gives the calling thread's empty pages to the pool (for `collect`).

@@ -8,7 +8,14 @@
 //!  ^ base                         ^ pointer handed out (aligned to max(64, align))
 //! ```
 //!
-//! The header (64 bytes, right before the block) records the mapping. A free knows a block is
+//! The header (64 bytes, right before the block) records the mapping, and a *seal*: a word
+//! computed from the block's address and the mapping, written when the block is handed out
+//! (and again whenever its header moves or changes) and cleared when it is freed. The C
+//! `free`, which is given only a pointer, checks the seal before it takes a pointer outside
+//! the segments for a large block of ours (see [`plausible`]): a foreign pointer whose
+//! preceding bytes happen to look like a header, or a large block freed a second time while
+//! its mapping is kept for reuse, is refused instead of putting someone else's memory (or the
+//! same mapping twice) in the cache. A free knows a block is
 //! large from its `Layout` (the class function says no small class fits), so it never has to
 //! look the address up. `realloc` grows a block in place when its mapping has room, else moves
 //! it with `mremap` (the kernel moves the page tables; nothing is copied). Freed mappings are
@@ -44,9 +51,33 @@ pub(crate) struct Header {
     /// Neighbours in the owner's list of large blocks.
     prev: *mut Header,
     next: *mut Header,
+    /// [`seal_of`] the block while it is live; 0 once it is freed.
+    seal: usize,
 }
 
 const _: () = assert!(core::mem::size_of::<Header>() <= HEADER);
+
+/// The seal of a live large block at `ptr` in the mapping `base .. base + len`: a mix of the
+/// three, with a constant, so that neither zeros nor a copy of a header at another address
+/// (nor a plausible base and length alone) match it. Not a secret: it guards against
+/// accidents (a foreign pointer, a double free), not against a program forging headers.
+#[inline]
+fn seal_of(ptr: *mut u8, base: *mut u8, len: usize) -> usize {
+    const KEY: usize = 0x9E37_79B9_7F4A_7C15;
+    (ptr.addr() ^ KEY).rotate_left(23) ^ base.addr() ^ len.rotate_left(41) ^ KEY.rotate_left(7)
+}
+
+/// Writes the seal of the live block at `ptr` from its header's base and length (after the
+/// header was written or changed).
+///
+/// # Safety
+/// The header before `ptr` is valid and the caller's to write.
+#[inline]
+unsafe fn reseal(ptr: *mut u8) {
+    let header = header_of(ptr);
+    // SAFETY: as promised.
+    unsafe { (*header).seal = seal_of(ptr, (*header).base, (*header).len) };
+}
 
 /// The most bytes of freed mappings kept (see `PurgePolicy::large_cache_bytes`).
 pub(crate) static LARGE_CACHE_BYTES: AtomicUsize =
@@ -518,6 +549,7 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
             owner,
             prev: ptr::null_mut(),
             next: ptr::null_mut(),
+            seal: seal_of(ptr, base, len),
         });
         link(header);
     }
@@ -543,6 +575,8 @@ pub(crate) unsafe fn free(ptr: *mut u8) {
     // SAFETY: a live large block has its header before it.
     let (base, len, aligned) = unsafe {
         unlink(header);
+        // No longer live: a second free of it is refused by `plausible`.
+        (*header).seal = 0;
         (
             (*header).base,
             (*header).len,
@@ -583,7 +617,10 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
         if len - need >= MIN_SPLIT {
             // The tail past `need` holds nothing the block still uses: give it to the cache.
             // SAFETY: the header is ours.
-            unsafe { (*header).len = need };
+            unsafe {
+                (*header).len = need;
+                reseal(ptr);
+            }
             counters
                 .large_in_use
                 .fetch_sub(len - need, Ordering::Relaxed);
@@ -599,7 +636,10 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
     let taken = runs().take_at(base.wrapping_add(len), need - len, my_tag());
     if let Some(extra) = taken {
         // SAFETY: the header is ours.
-        unsafe { (*header).len = len + extra };
+        unsafe {
+            (*header).len = len + extra;
+            reseal(ptr);
+        }
         counters.large_in_use.fetch_add(extra, Ordering::Relaxed);
         return ptr;
     }
@@ -623,7 +663,10 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
                 owner: (*header).owner,
                 prev: ptr::null_mut(),
                 next: ptr::null_mut(),
+                seal: seal_of(new_ptr, new_base, new_len),
             });
+            // The old place is freed: a stale pointer to it is refused.
+            (*header).seal = 0;
             link(new_header);
             counters.large_in_use.fetch_add(new_len, Ordering::Relaxed);
             counters.large_in_use.fetch_sub(len, Ordering::Relaxed);
@@ -650,6 +693,7 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
         let header = header_of(ptr);
         (*header).base = moved.as_ptr();
         (*header).len = need;
+        reseal(ptr);
         link(header);
         ptr
     }
@@ -727,9 +771,13 @@ pub(crate) unsafe fn usable_size(ptr: *mut u8) -> usize {
 /// Whether `ptr`, which lies outside every segment, looks like a live large block of ours —
 /// for the C `free`, which must not corrupt anything when handed a foreign pointer. Reads the
 /// 64 bytes before `ptr` only when they lie in the same OS page as `ptr` (so in memory that
-/// is mapped whenever `ptr` is), and checks that they describe a mapping that holds `ptr`. A
-/// page-aligned `ptr` (a block aligned to 4 KiB or more) cannot be checked without a system
-/// call and is taken as ours.
+/// is mapped whenever `ptr` is), and checks that they describe a mapping that holds `ptr`
+/// and carry the seal of a live block at `ptr` (see the module documentation): a foreign
+/// pointer passes only if the words before it match the seal by accident (one chance in
+/// 2^64 for arbitrary bytes), and a freed block fails while its mapping is still there to
+/// read. A page-aligned `ptr` (a block aligned to 4 KiB or more) cannot be checked without
+/// reading the OS page before it, which may not be mapped, and is taken as ours (see
+/// [`sealed`] for a caller that is about to read the header anyway).
 pub(crate) fn plausible(ptr: *mut u8) -> bool {
     if ptr.addr() % HEADER != 0 {
         return false;
@@ -737,16 +785,28 @@ pub(crate) fn plausible(ptr: *mut u8) -> bool {
     if ptr.addr() % OS_PAGE == 0 {
         return true;
     }
-    // SAFETY: the header's bytes lie in the page of `ptr`, mapped if `ptr` is; read as plain
-    // words (a foreign block's bytes are arbitrary but initialized memory of the process).
-    let (base, len) = unsafe {
+    // SAFETY: the header's bytes lie in the page of `ptr`, mapped if `ptr` is.
+    unsafe { sealed(ptr) }
+}
+
+/// Whether the 64 bytes before `ptr` (64-aligned) describe a mapping that holds `ptr` and
+/// carry the seal of a live block at `ptr`. Read as plain words: a foreign block's bytes are
+/// arbitrary but initialized memory of the process.
+///
+/// # Safety
+/// The 64 bytes before `ptr` are readable.
+pub(crate) unsafe fn sealed(ptr: *mut u8) -> bool {
+    // SAFETY: readable, by the caller's contract.
+    let (base, len, seal) = unsafe {
         let header = header_of(ptr);
         (
             (&raw const (*header).base).read_volatile(),
             (&raw const (*header).len).read_volatile(),
+            (&raw const (*header).seal).read_volatile(),
         )
     };
-    base.addr() % OS_PAGE == 0
+    seal == seal_of(ptr, base, len)
+        && base.addr() % OS_PAGE == 0
         && base.addr() < ptr.addr()
         && len >= OS_PAGE
         && len <= isize::MAX as usize

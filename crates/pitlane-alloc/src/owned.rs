@@ -38,7 +38,8 @@ use crate::heap::{self, HeapCore, Kind};
 /// shared(&pitlane_alloc::Heap::new());
 /// ```
 pub struct Heap {
-    /// The core, or null if none could be made (every allocation then fails).
+    /// The core, or null if none could be made (every allocation then fails with
+    /// `AllocError`, `grow` from a zero-sized block included; `tests/owned_heap_exhausted.rs`).
     core: *mut HeapCore,
     /// Not `Sync`: the core's lists are touched without atomics.
     _not_sync: PhantomData<core::cell::Cell<()>>,
@@ -152,7 +153,12 @@ unsafe impl Allocator for &Heap {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        // SAFETY: forwarded from the caller.
+        // A heap without a core has handed out zero-sized blocks only; growing one would
+        // allocate from the missing core.
+        if self.core.is_null() {
+            return Err(AllocError);
+        }
+        // SAFETY: forwarded from the caller; the core exists.
         unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }
     }
 
@@ -163,7 +169,11 @@ unsafe impl Allocator for &Heap {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        // SAFETY: forwarded from the caller.
+        // As in `grow`.
+        if self.core.is_null() {
+            return Err(AllocError);
+        }
+        // SAFETY: forwarded from the caller; the core exists.
         let grown = unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }?;
         // SAFETY: the bytes past the old size belong to the grown block.
         unsafe {

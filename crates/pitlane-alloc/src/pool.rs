@@ -210,6 +210,16 @@ static NEXT_SWEEP: AtomicU64 = AtomicU64::new(0);
 /// Set while a thread sweeps: one sweep at a time.
 static SWEEPING: AtomicBool = AtomicBool::new(false);
 
+/// After `fork`, in the child: a sweep that another thread of the parent was making is cut
+/// short (that thread is not in the child), so the flag it set would stay set and no sweep
+/// would ever run in the child. What the cut sweep held is lost to the child, not
+/// inconsistent: a parked heap it was tidying stays held (never adopted), pages it had
+/// taken from the dirty pool and runs it had taken from the large cache (under the cache's
+/// lock, which `fork` waits for) are leaked.
+pub(crate) fn after_fork_child() {
+    SWEEPING.store(false, Ordering::Relaxed);
+}
+
 /// Sweeps if one is due and no other thread is sweeping.
 #[inline]
 pub(crate) fn maybe_sweep(now: u64) {

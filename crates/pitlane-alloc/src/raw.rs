@@ -77,6 +77,39 @@ pub fn owns(ptr: *mut u8) -> bool {
     in_segment(ptr) || (!ptr.is_null() && large::plausible(ptr))
 }
 
+/// Whether `ptr`, which the caller is about to free, resize or ask the size of (each of which
+/// reads a large block's header), is a live block of this allocator: [`owns`], and for a
+/// page-aligned pointer outside the segments, which [`owns`] takes as ours unread, the same
+/// check of the header before it (the mapping it names holds `ptr`, and its seal is that of
+/// a live block at `ptr`). So a large block freed twice is refused while its mapping is kept
+/// for reuse, page-aligned or not. A `false` is certain.
+///
+/// # Safety
+/// If `ptr` is page-aligned (and outside the segments), the 64 bytes before it are readable,
+/// as they are for every large block of ours, live or freed into the cache.
+///
+/// ```
+/// use pitlane_alloc::raw;
+///
+/// let block = raw::malloc(100_000, 4096);
+/// // SAFETY: a live block of ours; the bytes before it are its header.
+/// assert!(unsafe { raw::owns_block(block) });
+/// // SAFETY: as above, freed once.
+/// unsafe { raw::free(block) };
+/// ```
+#[inline]
+pub unsafe fn owns_block(ptr: *mut u8) -> bool {
+    if in_segment(ptr) {
+        return true;
+    }
+    if ptr.is_null() || ptr.addr() % 64 != 0 {
+        return false;
+    }
+    // SAFETY: the 64 bytes before `ptr` lie in its own OS page, or the caller vouches for
+    // them.
+    unsafe { large::sealed(ptr) }
+}
+
 /// Allocates `size` bytes aligned to `align` (a power of two) from the calling thread's heap:
 /// null if `align` is not a power of two, if `size` rounded up to `align` exceeds
 /// `isize::MAX`, or if memory is exhausted. A `size` of 0 gives a distinct minimal block.
@@ -87,10 +120,12 @@ pub fn owns(ptr: *mut u8) -> bool {
 /// // SAFETY: a live block of ours.
 /// unsafe { pitlane_alloc::raw::free(block) };
 /// assert!(pitlane_alloc::raw::malloc(usize::MAX, 8).is_null());
+/// assert!(pitlane_alloc::raw::malloc(16, 3).is_null());
 /// ```
 #[inline]
 pub fn malloc(size: usize, align: usize) -> *mut u8 {
-    if size <= class::SMALL_MAX && align <= 8 {
+    // (With a constant `align`, as the C `malloc`'s 8, the alignment test folds away.)
+    if size <= class::SMALL_MAX && align <= 8 && align.is_power_of_two() {
         // The C malloc's path: a size class by table, no `Layout` to check (a size of 0 takes
         // the smallest class, so each such block is distinct).
         // SAFETY: the thread heap is the calling thread's.
@@ -125,7 +160,8 @@ pub fn malloc_fast(size: usize) -> *mut u8 {
     unsafe { heap::alloc_fast(heap::thread_heap(), class::class_of_small(size)) }
 }
 
-/// [`malloc`] for large sizes and alignments above 8.
+/// [`malloc`] for large sizes, alignments above 8, and alignments that are not powers of
+/// two (which `Layout` refuses).
 #[inline(never)]
 fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
     let Ok(layout) = Layout::from_size_align(size.max(1), align) else {
@@ -167,6 +203,40 @@ pub fn calloc(size: usize, align: usize) -> *mut u8 {
 pub unsafe fn free_small(ptr: *mut u8) {
     // SAFETY: a live small block; the thread heap is the calling thread's.
     unsafe { heap::free_small(heap::thread_heap(), ptr) }
+}
+
+/// [`free_small`] for a shim given pointers by a program that may free a block twice (the C
+/// `free`): refuses, doing nothing and returning `false`, a block that is at the head of its
+/// page's free list in the calling thread's heap — one the calling thread has just freed and
+/// not had handed out since, the double free in a row, which [`free_small`] would link to
+/// itself (every later allocation of its class on this thread would return it); and a
+/// block of a page that is in the pool (the first free emptied it), which [`free_small`]
+/// would push on that page's remote list, to come back as a free block of whichever heap
+/// takes the page next, maybe while the same address is live again there; and a block that
+/// is the head of the calling thread's batch of remote frees for its page (freed twice in a
+/// row by a thread that does not own it). A double free with other frees into the same page
+/// in between, or after the page was taken again, is not caught. Returns `true` when the
+/// block was freed.
+///
+/// # Safety
+/// `ptr` is a block in a segment ([`in_segment`]) that is live, or that the calling thread
+/// freed last among the blocks of its page (into its own page or its batch of remote
+/// frees), or whose page is in the pool.
+///
+/// ```
+/// use pitlane_alloc::raw;
+///
+/// let block = raw::malloc(24, 8);
+/// // SAFETY: a live small block; the second call is refused.
+/// unsafe {
+///     assert!(raw::try_free_small(block));
+///     assert!(!raw::try_free_small(block));
+/// }
+/// ```
+#[inline]
+pub unsafe fn try_free_small(ptr: *mut u8) -> bool {
+    // SAFETY: as promised by the caller; the thread heap is the calling thread's.
+    unsafe { heap::free_small_checked(heap::thread_heap(), ptr) }
 }
 
 /// The fast path of [`free`] alone, for a shim that keeps its own fast path free of calls:

@@ -35,7 +35,13 @@
 //! - `free` of a pointer this allocator did not hand out (one from another allocator, or one
 //!   not at the start of a block) is detected when the pointer is not inside any memory of
 //!   ours, reported once on standard error, and ignored: the block leaks rather than the heap
-//!   being corrupted. A pointer inside our memory but not at a block's start is not detected.
+//!   being corrupted. A large block's header carries a seal, cleared when it is freed, so a
+//!   second `free` of a large block whose mapping is kept for reuse is refused the same way.
+//!   A small block freed twice in a row by one thread (still at the head of its page's free
+//!   list, or at the head of its batch of remote frees), or whose page its first `free` gave
+//!   back to the pool, is refused and reported once as well. Not detected: a pointer inside our memory
+//!   but not at a block's start, other second `free`s of a small block (two later `malloc`s
+//!   then return it), and the other cases `docs/malloc.md` lists.
 //! - The throwing C++ `operator new` forms call the program's new-handler and retry while one
 //!   is installed, then throw `std::bad_alloc`: they find `std::get_new_handler` and the
 //!   function that throws in the C++ runtime already loaded into the process (any program
@@ -51,6 +57,7 @@ mod cxx;
 
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use pitlane_alloc::raw;
 
@@ -141,8 +148,11 @@ unsafe extern "C" fn free_slow(block: *mut c_void) {
 fn release(block: *mut c_void) {
     let block = block.cast::<u8>();
     if raw::in_segment(block) {
-        // SAFETY: a pointer into one of our segments; the C contract makes it a live block.
-        unsafe { raw::free_small(block) };
+        // SAFETY: a pointer into one of our segments; the C contract makes it a live block,
+        // and a buggy program's second free of it in a row is refused.
+        if !unsafe { raw::try_free_small(block) } {
+            double_free(block);
+        }
         return;
     }
     release_large(block);
@@ -151,7 +161,10 @@ fn release(block: *mut c_void) {
 /// A block outside the segments: a large block of ours, or a foreign pointer.
 #[inline(never)]
 fn release_large(block: *mut u8) {
-    if !raw::owns(block) {
+    // SAFETY: the C contract makes `block` a block of ours, whose header (read by the free
+    // anyway) is readable; a page-aligned foreign pointer whose preceding page is not mapped
+    // faults here rather than in the free.
+    if !unsafe { raw::owns_block(block) } {
         foreign_free(block);
         return;
     }
@@ -166,20 +179,47 @@ fn release_large(block: *mut u8) {
 #[cold]
 #[inline(never)]
 fn foreign_free(block: *mut u8) {
-    use core::sync::atomic::{AtomicBool, Ordering};
     static REPORTED: AtomicBool = AtomicBool::new(false);
-    if REPORTED.swap(true, Ordering::Relaxed) {
+    report_once(
+        &REPORTED,
+        b"pitlane-malloc: free() of a pointer it did not allocate: 0x",
+        block,
+    );
+}
+
+/// A small block freed twice in a row: reported once, the second free ignored.
+#[cold]
+#[inline(never)]
+fn double_free(block: *mut u8) {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    report_once(
+        &REPORTED,
+        b"pitlane-malloc: double free of a block just freed: 0x",
+        block,
+    );
+}
+
+/// Writes `head`, the address of `block` in hexadecimal and a tail to standard error, the
+/// first time only (per `reported`); without allocating.
+fn report_once(reported: &AtomicBool, head: &[u8], block: *mut u8) {
+    if reported.swap(true, Ordering::Relaxed) {
         return;
     }
-    let mut line = *b"pitlane-malloc: free() of a pointer it did not allocate: 0x0000000000000000 (ignored; reported once)\n";
-    let digits_end = 74;
+    const HEAD_MAX: usize = 64;
+    const TAIL: &[u8] = b" (ignored; reported once)\n";
+    let head = &head[..head.len().min(HEAD_MAX)];
+    let mut line = [0u8; HEAD_MAX + 16 + TAIL.len()];
+    line[..head.len()].copy_from_slice(head);
     let mut value = block.addr();
-    for at in (digits_end - 16..digits_end).rev() {
+    for at in (head.len()..head.len() + 16).rev() {
         line[at] = b"0123456789abcdef"[value & 15];
         value >>= 4;
     }
-    // SAFETY: writes a buffer of ours to standard error; the result is not needed.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    let len = head.len() + 16 + TAIL.len();
+    line[head.len() + 16..len].copy_from_slice(TAIL);
+    // SAFETY: writes the first `len` bytes of a buffer of ours to standard error; the
+    // result is not needed.
+    unsafe { libc::write(2, line.as_ptr().cast(), len) };
 }
 
 /// `free`, under the name SunOS and old glibc gave it.
@@ -224,7 +264,8 @@ pub unsafe extern "C" fn realloc(block: *mut c_void, size: usize) -> *mut c_void
         return ptr::null_mut();
     }
     let old = block.cast::<u8>();
-    if !raw::owns(old) {
+    // SAFETY: as in `release_large`.
+    if !unsafe { raw::owns_block(old) } {
         // Not ours: nothing can be copied safely (its size is unknown).
         foreign_free(old);
         set_errno(libc::ENOMEM);
@@ -293,8 +334,11 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     if !is_pointer_alignment(align) {
         return libc::EINVAL;
     }
+    let saved = errno();
     let block = raw::malloc(size, align.max(MALLOC_ALIGN));
     if block.is_null() {
+        // A refused mapping set errno on the way; the error is the return value only.
+        set_errno(saved);
         return libc::ENOMEM;
     }
     // SAFETY: the caller's contract.
@@ -338,7 +382,8 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc_usable_size(block: *mut c_void) -> usize {
     let block = block.cast::<u8>();
-    if block.is_null() || !raw::owns(block) {
+    // SAFETY: as in `release_large`.
+    if block.is_null() || !unsafe { raw::owns_block(block) } {
         return 0;
     }
     // SAFETY: a live block of ours, by the caller's contract.

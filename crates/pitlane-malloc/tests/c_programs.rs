@@ -131,11 +131,29 @@ fn a_foreign_pointer_is_reported_once_and_survived() {
     let program = dir.join("api");
     compile("cc", &[source("api.c")], &program, &["-lpthread", "-ldl"]);
     let output = run(preloaded(&program).arg("foreign"));
-    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "survived");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut lines = stdout.lines();
+    let foreign = lines
+        .next()
+        .and_then(|line| line.strip_prefix("foreign 0x"))
+        .and_then(|hex| usize::from_str_radix(hex, 16).ok())
+        .unwrap_or_else(|| panic!("unexpected output: {stdout}"));
+    assert_eq!(lines.next(), Some("survived"), "{stdout}");
     let stderr = String::from_utf8_lossy(&output.stderr);
+    let marker = "free() of a pointer it did not allocate: ";
+    assert_eq!(stderr.matches(marker).count(), 1, "{stderr}");
+    // The report names the pointer.
+    let reported = stderr
+        .split(marker)
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|word| word.strip_prefix("0x"))
+        .and_then(|hex| usize::from_str_radix(hex, 16).ok());
+    assert_eq!(reported, Some(foreign), "{stderr}");
+    // The small block freed twice in a row, reported once too.
     assert_eq!(
         stderr
-            .matches("free() of a pointer it did not allocate")
+            .matches("double free of a block just freed: 0x")
             .count(),
         1,
         "{stderr}"
