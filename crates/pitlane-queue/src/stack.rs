@@ -530,7 +530,9 @@ impl<T> Stack<T> {
         WeakBag::pop(self)
     }
 
-    /// How many items the stack holds: a snapshot, exact when no operation is in flight.
+    /// How many items the stack holds: a snapshot, exact when no operation is in flight. A
+    /// revoked item (see [`RevocableBag::revoke`]) counts until a pop passes over its node:
+    /// `revoke` does not know the stack.
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;
