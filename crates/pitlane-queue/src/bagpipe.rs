@@ -370,7 +370,8 @@ impl<B: WeakBag> Bagpipe<B> {
     }
 
     /// About how many items the Bagpipe holds: the sum of the pipes' lengths, each read at a
-    /// different moment, so a guess while operations are in flight (exact when none are).
+    /// different moment, so a guess while operations are in flight (exact when none are, but
+    /// for revoked items that no pop has passed over yet, which the pipes still count).
     ///
     /// ```
     /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};

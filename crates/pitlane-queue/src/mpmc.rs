@@ -929,7 +929,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
 
     /// How many items the queue holds: a snapshot, exact when no operation is in flight (like
     /// `SegQueue::len`); a push that has taken its ticket but not yet published counts, as
-    /// does one a pop is about to skip.
+    /// does one a pop is about to skip. A revoked item (see [`RevocableBag::revoke`]) counts
+    /// until a pop passes over its cell: `revoke` does not know the queue.
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;

@@ -82,8 +82,15 @@
 //! of that many, which then finds the very node it read back on top. An owner's guess may be
 //! hours old, but it only stands in for the load of the top: a pop still reads `next` after
 //! choosing the word, so a wrap before that read is harmless (if the top equals the guess from
-//! that read to the CAS, the `next` read is the node's real one), and the window is the same,
-//! from the read of `next` to the CAS.
+//! that read to the CAS, the `next` read is the node's real one). What a guess changes is where
+//! the count of exchanges starts: a loaded word was the top at the load, so a stale `next`
+//! passes the CAS only after a whole wrap between the load and the CAS; a guess was the top
+//! when its owner last exchanged, so an owner idle for almost a whole wrap (2^43 exchanges of
+//! other threads, hours at any real rate) whose next pop reads `next` just before the last few
+//! exchanges of that wrap bring the top back to the guessed word (same index, same generation)
+//! would pass with a stale `next`. Both need the top's generation to come round exactly within
+//! one operation's few instructions; the guess only trades "stalled for hours inside an
+//! operation" for "idle for hours between two".
 //!
 //! # When the try operations fail
 //!
@@ -523,7 +530,9 @@ impl<T> Stack<T> {
         WeakBag::pop(self)
     }
 
-    /// How many items the stack holds: a snapshot, exact when no operation is in flight.
+    /// How many items the stack holds: a snapshot, exact when no operation is in flight. A
+    /// revoked item (see [`RevocableBag::revoke`]) counts until a pop passes over its node:
+    /// `revoke` does not know the stack.
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;

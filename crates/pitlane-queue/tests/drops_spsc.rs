@@ -249,3 +249,51 @@ fn concurrent_ends_drop_each_value_once() {
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
+
+/// A value that counts its drop and then panics if armed.
+struct Bomb {
+    tracked: Tracked,
+    armed: bool,
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.armed {
+            panic!("bomb {}", self.tracked.id);
+        }
+    }
+}
+
+#[test]
+fn a_queued_value_whose_drop_panics_in_the_last_ends_drop_propagates_and_drops_nothing_twice() {
+    for last_is_consumer in [false, true] {
+        let ledger = Ledger::new(5);
+        let (mut producer, mut consumer) = spsc::channel::<Bomb>(8);
+        for id in 0..5 {
+            let bomb = Bomb {
+                tracked: ledger.value(id),
+                armed: id == 3,
+            };
+            assert!(producer.try_push(bomb).is_ok());
+        }
+        // Value 0 is popped and dropped here; 1 to 4 are left queued, 3 armed.
+        drop(consumer.try_pop().unwrap());
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            if last_is_consumer {
+                drop(producer);
+                drop(consumer);
+            } else {
+                drop(consumer);
+                drop(producer);
+            }
+        }));
+        let message = outcome.expect_err("the bomb's panic reaches the dropping end");
+        assert_eq!(message.downcast_ref::<String>().unwrap(), "bomb 3");
+        // The values before the bomb and the bomb itself (its fields still drop) are dropped
+        // once; the value after it may be leaked, never dropped twice.
+        for id in 0..=3 {
+            assert_eq!(ledger.dropped(id), 1, "value {id}");
+        }
+        assert!(ledger.dropped(4) <= 1, "value 4 dropped twice");
+    }
+}

@@ -226,3 +226,42 @@ fn revoke_against_pushes_racing_to_link_a_segment() {
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
+
+/// A revoke that wins its CAS on a stack node and clears the handle late, after a pop has
+/// skipped the revoked node, recycled it, and a push has put the same page (another copy) into
+/// that very node: the revoker's `clear_if(node)` then matches the new push's address and
+/// clears the handle of a page that is in the stack. Afterwards `is_in_bag` says false and
+/// `revoke` cannot find the page, though a pop returns it.
+///
+/// Defect (found by the queue audit, not fixed): node reuse in the stack is immediate, so the
+/// revoker's late clear is an ABA on the handle word. See the audit report for the proposed fix.
+#[test]
+#[ignore = "defect: a late revoker clears the handle of a page pushed again into the same stack node"]
+fn a_late_revoker_does_not_untrack_the_page_pushed_again_into_its_node() {
+    loom::model(|| {
+        let stack = Arc::new(Stack::<PageRef>::new());
+        let target = page(3);
+        stack.push_revocable(target.clone());
+        let revoker = {
+            let (stack, target) = (stack.clone(), target.clone());
+            thread::spawn(move || {
+                let _alive = &stack;
+                // SAFETY: the page is pushed only into `stack`, which this thread keeps alive.
+                unsafe { Stack::revoke(&target) }
+            })
+        };
+        // Pop (skipping the node if it was revoked), then push the page again.
+        let popped = stack.pop();
+        stack.push_revocable(target.clone());
+        let _revoked = revoker.join().unwrap();
+        drop(popped);
+        let in_bag = target.0.handle.is_in_bag();
+        let rest: Vec<PageRef> = std::iter::from_fn(|| stack.pop()).collect();
+        assert_eq!(
+            in_bag,
+            !rest.is_empty(),
+            "the handle says in the bag: {in_bag}, but {} copies were popped",
+            rest.len()
+        );
+    });
+}

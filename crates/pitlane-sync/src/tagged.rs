@@ -60,6 +60,26 @@ pub const DEFAULT_INDEX_BITS: u32 = 20;
 /// assert_eq!((t.index(), t.generation()), (5, 9));
 /// assert_eq!(Tagged::<16>::NIL, 0xffff);
 /// ```
+///
+/// A split outside 1 to 32 index bits does not compile, whichever way a snapshot is made:
+///
+/// ```compile_fail
+/// // 40 index bits do not fit the `u32` an index is.
+/// let t = pitlane_sync::Tagged::<40>::from_bits(1 << 35);
+/// ```
+///
+/// ```compile_fail
+/// let t = pitlane_sync::Tagged::<33>::new(0, 0);
+/// ```
+///
+/// ```compile_fail
+/// // No index bit: the generation would take the whole word.
+/// let g = pitlane_sync::Tagged::<0>::GENERATIONS;
+/// ```
+///
+/// ```compile_fail
+/// let g = pitlane_sync::Tagged::<64>::GENERATIONS;
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tagged<const INDEX_BITS: u32 = DEFAULT_INDEX_BITS> {
     word: u64,
@@ -87,12 +107,15 @@ impl<const INDEX_BITS: u32> Tagged<INDEX_BITS> {
     };
 
     /// How many distinct generations there are before one repeats: `2^(64 - INDEX_BITS)`,
-    /// saturated to `u64::MAX` for an index of 0 bits (which the type rejects).
+    /// which does not compile for a split the type rejects.
     ///
     /// ```
     /// assert_eq!(pitlane_sync::Tagged::<20>::GENERATIONS, 1 << 44);
     /// ```
-    pub const GENERATIONS: u64 = 1 << (64 - INDEX_BITS);
+    pub const GENERATIONS: u64 = {
+        let () = Self::VALID;
+        1 << (64 - INDEX_BITS)
+    };
 
     /// A snapshot holding `index` at `generation`; both are cut to their bits (an index above
     /// [`NIL`](Self::NIL) keeps its low `INDEX_BITS` bits, a generation its low
@@ -169,7 +192,9 @@ impl<const INDEX_BITS: u32> Tagged<INDEX_BITS> {
         self.word
     }
 
-    /// Unpacks a word produced by [`Tagged::to_bits`].
+    /// Unpacks a word produced by [`Tagged::to_bits`]. Like [`Tagged::new`], it does not
+    /// compile for a split outside 1 to 32 index bits (an index wider than a `u32` would be
+    /// cut silently).
     ///
     /// ```
     /// use pitlane_sync::Tagged;
@@ -178,6 +203,7 @@ impl<const INDEX_BITS: u32> Tagged<INDEX_BITS> {
     /// ```
     #[inline]
     pub const fn from_bits(word: u64) -> Self {
+        let () = Self::VALID;
         Self { word }
     }
 }
