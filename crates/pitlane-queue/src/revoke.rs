@@ -216,6 +216,18 @@ where
     /// the race for it. The bag's own copy of the item stays in the slot until a pop passes
     /// over it or the bag is dropped, and is dropped then.
     ///
+    /// **Known defect** (found by an audit, not fixed yet; the ignored loom model
+    /// `a_late_revoker_does_not_untrack_the_page_pushed_again_into_its_node` in
+    /// `tests/loom_bagpipe.rs`): in a [`Stack`](crate::stack::Stack) (and a Bagpipe of stacks),
+    /// a revoke that has won its compare-and-swap clears the item's handle a moment later. If
+    /// in that moment a pop passes the revoked node, the node is reused at once, and another
+    /// copy of the same item is pushed with tracking into that very node, the late clear
+    /// erases the new push's tracking: [`RevokeHandle::is_in_bag`] then says `false` and
+    /// `revoke` cannot find that copy, though a pop returns it. Until it is fixed, do not push
+    /// a copy of an item with tracking while a revoke of it may still be running: an owner
+    /// that pushes only what it owns, and owns a revoked item only once `revoke` has returned
+    /// `true`, never does. No memory of the bag is misused either way.
+    ///
     /// # Safety
     ///
     /// The bag the item was last pushed into with tracking, if any, is not dropped before this

@@ -273,8 +273,12 @@ impl<B: WeakBag + ?Sized> BagHandle for &B {
 
 /// The items of a bag that [`IntoIterator::into_iter`] consumed, in the order its `pop` gives
 /// them (oldest first for a queue, top first for a stack, none in particular for a Bagpipe).
-/// Nobody else can reach the bag, so its [`size_guess`](WeakBag::size_guess) is exact and the
-/// iterator knows its length; the items it does not yield are dropped with it.
+/// Nobody else can push or pop, so the bag's [`size_guess`](WeakBag::size_guess) is an exact
+/// upper bound, the iterator's `size_hint` is `(0, Some(size_guess))`, and it yields exactly
+/// that many unless some were revoked ([`RevocableBag::revoke`](crate::revoke::RevocableBag::revoke)
+/// needs no reference to the bag, so it may even run while the iterator drains it: a revoked
+/// item counts until a pop passes over it). So it is not an `ExactSizeIterator`, as
+/// crossbeam's `SegQueue::IntoIter` is not. The items it does not yield are dropped with it.
 ///
 /// ```
 /// use pitlane_queue::mpmc::Queue;
@@ -282,7 +286,7 @@ impl<B: WeakBag + ?Sized> BagHandle for &B {
 /// let queue = Queue::new();
 /// (0..3).for_each(|i| queue.push(i));
 /// let mut items = queue.into_iter();
-/// assert_eq!(items.len(), 3);
+/// assert_eq!(items.size_hint(), (0, Some(3)));
 /// assert_eq!(items.next(), Some(0));
 /// ```
 pub struct IntoIter<B>(B);
@@ -301,12 +305,10 @@ impl<B: WeakBag> Iterator for IntoIter<B> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let len = self.0.size_guess();
-        (len, Some(len))
+        // No lower bound: revoked items count in `size_guess` until a pop passes them.
+        (0, Some(self.0.size_guess()))
     }
 }
-
-impl<B: WeakBag> ExactSizeIterator for IntoIter<B> {}
 
 impl<B: WeakBag> core::iter::FusedIterator for IntoIter<B> {}
 

@@ -116,7 +116,7 @@ fn mpmc_into_iter_yields_in_order_and_drops_the_rest() {
     let queue: Queue<Counted<'_>, 3> = Queue::with_segment_size();
     (0..10).for_each(|_| queue.push(Counted(&drops)));
     let mut items = queue.into_iter();
-    assert_eq!(items.len(), 10);
+    assert_eq!(items.size_hint(), (0, Some(10)));
     drop(items.next());
     drop(items);
     assert_eq!(drops.load(Ordering::Relaxed), 10);

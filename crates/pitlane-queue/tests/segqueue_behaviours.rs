@@ -166,19 +166,18 @@ fn into_iter_of_a_partly_consumed_queue() {
         (0..10).for_each(|i| queue.push(i));
         (0..consumed).for_each(|i| assert_eq!(queue.pop(), Some(i)));
         let mut items = queue.into_iter();
-        assert_eq!(items.len(), 10 - consumed);
-        assert_eq!(items.size_hint(), (10 - consumed, Some(10 - consumed)));
+        assert_eq!(items.size_hint(), (0, Some(10 - consumed)));
         assert_eq!(
             items.by_ref().collect::<Vec<_>>(),
             (consumed..10).collect::<Vec<_>>()
         );
         assert_eq!(items.next(), None);
-        assert_eq!(items.len(), 0);
+        assert_eq!(items.size_hint(), (0, Some(0)));
     }
     // Never pushed to: no segment at all.
     let empty: Queue<String> = Queue::new();
     let mut items = empty.into_iter();
-    assert_eq!(items.len(), 0);
+    assert_eq!(items.size_hint(), (0, Some(0)));
     assert!(items.next().is_none());
 }
 
