@@ -499,16 +499,38 @@ impl<T> Shared<T> {
 
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
-        // Both ends are gone, and the last one's `AcqRel` update of `gone` synchronised with
-        // everything the other did, so every state word is final.
-        for slot in self.slots.iter() {
-            if slot.state.load(Ordering::Acquire) == FULL {
-                // SAFETY: a full slot holds an initialised value that no end took; nothing else
-                // can reach it any more, and it is dropped once because `slots` goes next.
-                slot.value
-                    .with_mut(|value| unsafe { value.cast::<T>().drop_in_place() });
+        /// The slots not yet visited. If a value's `drop` panics, dropping this guard during
+        /// the unwinding drops the values after it (as `Vec` does); a second panic aborts.
+        struct Rest<'a, T> {
+            slots: core::slice::Iter<'a, Slot<T>>,
+        }
+
+        impl<T> Rest<'_, T> {
+            fn drop_values(&mut self) {
+                for slot in self.slots.by_ref() {
+                    if slot.state.load(Ordering::Acquire) == FULL {
+                        // SAFETY: a full slot holds an initialised value that no end took;
+                        // nothing else can reach it any more, and the iterator has moved past
+                        // it, so it is dropped once (`slots` itself goes next).
+                        slot.value
+                            .with_mut(|value| unsafe { value.cast::<T>().drop_in_place() });
+                    }
+                }
             }
         }
+
+        impl<T> Drop for Rest<'_, T> {
+            fn drop(&mut self) {
+                self.drop_values();
+            }
+        }
+
+        // Both ends are gone, and the last one's `AcqRel` update of `gone` synchronised with
+        // everything the other did, so every state word is final.
+        Rest {
+            slots: self.slots.iter(),
+        }
+        .drop_values();
     }
 }
 
