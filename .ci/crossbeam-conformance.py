@@ -23,14 +23,15 @@ Usage: python3 .ci/crossbeam-conformance.py [extra arguments for `cargo test`]
 Environment: CARGO (default `cargo`), CARGO_HOME (default ~/.cargo).
 """
 
-import glob
 import os
-import re
 import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cargo_registry  # noqa: E402
+
+ROOT = cargo_registry.ROOT
 SCRATCH = os.path.join(ROOT, "target", "crossbeam-conformance")
 TEST_FILE = "seg_queue.rs"
 IMPORT = "use crossbeam_queue::SegQueue;"
@@ -41,35 +42,13 @@ ALIAS = (
 
 
 def fail(message):
-    sys.exit(f"crossbeam-conformance: error: {message}")
-
-
-def locked_version(package):
-    with open(os.path.join(ROOT, "Cargo.lock"), encoding="utf-8") as lock:
-        text = lock.read()
-    found = re.findall(
-        r'\[\[package\]\]\nname = "%s"\nversion = "([^"]+)"' % re.escape(package), text
-    )
-    if len(found) != 1:
-        fail(f"expected exactly one `{package}` in Cargo.lock, found {found}")
-    return found[0]
-
-
-def registry_sources(package, version):
-    cargo_home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
-    pattern = os.path.join(cargo_home, "registry", "src", "*", f"{package}-{version}")
-    for candidate in sorted(glob.glob(pattern)):
-        if os.path.isfile(os.path.join(candidate, "tests", TEST_FILE)):
-            return candidate
-    fail(
-        f"the sources of {package} {version} (with its tests/) are not in the cargo registry "
-        f"({pattern}); run `cargo fetch` in {ROOT} first"
-    )
+    cargo_registry.fail("crossbeam-conformance", message)
 
 
 def main():
-    version = locked_version("crossbeam-queue")
-    sources = registry_sources("crossbeam-queue", version)
+    tool = "crossbeam-conformance"
+    version = cargo_registry.locked_version(tool, "crossbeam-queue")
+    sources = cargo_registry.registry_sources(tool, "crossbeam-queue", version, [TEST_FILE])
     print(f"crossbeam-conformance: crossbeam-queue {version}'s tests/{TEST_FILE} from {sources}")
 
     with open(os.path.join(sources, "tests", TEST_FILE), encoding="utf-8") as source:

@@ -24,14 +24,16 @@ Environment: CARGO (default `cargo`), CARGO_HOME (default ~/.cargo).
 """
 
 import difflib
-import glob
 import os
 import re
 import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cargo_registry  # noqa: E402
+
+ROOT = cargo_registry.ROOT
 SCRATCH = os.path.join(ROOT, "target", "tokio-conformance")
 
 # tokio's test files that exercise Notify and Semaphore, run whole.
@@ -69,30 +71,7 @@ SKIPPED = {}
 
 
 def fail(message):
-    sys.exit(f"tokio-conformance: error: {message}")
-
-
-def locked_version(package):
-    with open(os.path.join(ROOT, "Cargo.lock"), encoding="utf-8") as lock:
-        text = lock.read()
-    found = re.findall(
-        r'\[\[package\]\]\nname = "%s"\nversion = "([^"]+)"' % re.escape(package), text
-    )
-    if len(found) != 1:
-        fail(f"expected exactly one `{package}` in Cargo.lock, found {found}")
-    return found[0]
-
-
-def registry_sources(package, version):
-    cargo_home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
-    pattern = os.path.join(cargo_home, "registry", "src", "*", f"{package}-{version}")
-    for candidate in sorted(glob.glob(pattern)):
-        if all(os.path.isfile(os.path.join(candidate, "tests", f)) for f in TEST_FILES):
-            return candidate
-    fail(
-        f"the sources of {package} {version} (with its tests/) are not in the cargo registry "
-        f"({pattern}); run `cargo fetch` in {ROOT} first"
-    )
+    cargo_registry.fail("tokio-conformance", message)
 
 
 # The names of those types, as a regex group.
@@ -189,8 +168,8 @@ def unwind_subset(source):
 
 
 def main():
-    version = locked_version("tokio")
-    tokio = registry_sources("tokio", version)
+    version = cargo_registry.locked_version("tokio-conformance", "tokio")
+    tokio = cargo_registry.registry_sources("tokio-conformance", "tokio", version, TEST_FILES)
     print(f"tokio-conformance: tokio {version}'s tests from {tokio}/tests")
 
     tests_dir = os.path.join(SCRATCH, "tests")

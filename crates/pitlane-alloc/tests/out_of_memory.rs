@@ -10,17 +10,7 @@ use std::ptr::NonNull;
 
 use allocator_api2::alloc::Allocator;
 use pitlane_alloc::{PitlaneAlloc, raw};
-
-fn address_space() -> u64 {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    maps.lines()
-        .map(|line| {
-            let range = line.split_whitespace().next().unwrap();
-            let (a, b) = range.split_once('-').unwrap();
-            u64::from_str_radix(b, 16).unwrap() - u64::from_str_radix(a, 16).unwrap()
-        })
-        .sum()
-}
+use pitlane_testkit::memory::with_address_space_limit;
 
 fn size_of(i: usize) -> usize {
     match i % 16 {
@@ -137,22 +127,8 @@ fn refused_memory_fails_cleanly_and_the_allocator_recovers() {
     // Warm up: the allocator's own structures exist before the limit.
     // SAFETY: a live block of ours, freed once.
     unsafe { raw::free(raw::malloc(10, 8)) };
-    let mut old = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: reads this process's limit into a valid struct.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut old) }, 0);
-    let tight = libc::rlimit {
-        // The test's own vector of blocks (16 MiB) comes first, then 48 MiB to fill.
-        rlim_cur: address_space() + (64 << 20),
-        rlim_max: old.rlim_max,
-    };
-    // SAFETY: lowers this process's soft limit; restored below.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &tight) }, 0);
-    let outcome = exhaust();
-    // SAFETY: restores the limit read above.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &old) }, 0);
+    // The test's own vector of blocks (16 MiB) comes first, then 48 MiB to fill.
+    let outcome = with_address_space_limit(64 << 20, exhaust);
     assert_eq!(
         outcome,
         Outcome {

@@ -12,60 +12,39 @@ use std::ptr::NonNull;
 
 use allocator_api2::alloc::Allocator;
 use pitlane_alloc::Heap;
-
-/// The process's address space now, in bytes (the sum of its mappings).
-fn address_space() -> u64 {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    maps.lines()
-        .map(|line| {
-            let range = line.split_whitespace().next().unwrap();
-            let (a, b) = range.split_once('-').unwrap();
-            u64::from_str_radix(b, 16).unwrap() - u64::from_str_radix(a, 16).unwrap()
-        })
-        .sum()
-}
+use pitlane_testkit::memory::with_address_space_limit;
 
 #[test]
 fn a_heap_made_without_memory_fails_every_request_cleanly() {
     // Room for every heap this test keeps, made before memory is refused.
     let mut heaps: Vec<Heap> = Vec::with_capacity(100_000);
-    let mut old = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: reads this process's limit into a valid struct.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut old) }, 0);
-    let tight = libc::rlimit {
-        rlim_cur: address_space() + (1 << 20),
-        rlim_max: old.rlim_max,
-    };
-    // SAFETY: lowers this process's soft limit; restored below.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &tight) }, 0);
-    // Heap records come 64 KiB at a time; a few hundred heaps need more than the 1 MiB left.
-    let mut without_core = None;
-    for _ in 0..100_000 {
-        let heap = Heap::new();
-        if format!("{heap:?}").contains("usable: false") {
-            without_core = Some(heap);
-            break;
+    let outcome = with_address_space_limit(1 << 20, || {
+        // Heap records come 64 KiB at a time; a few hundred heaps need more than the 1 MiB
+        // left.
+        let mut without_core = None;
+        for _ in 0..100_000 {
+            let heap = Heap::new();
+            if format!("{heap:?}").contains("usable: false") {
+                without_core = Some(heap);
+                break;
+            }
+            heaps.push(heap);
         }
-        heaps.push(heap);
-    }
-    let outcome = without_core.map(|heap| {
-        let small = Layout::from_size_align(16, 8).unwrap();
-        let zero = Layout::from_size_align(0, 8).unwrap();
-        let allocate = (&heap).allocate(small).is_err();
-        let zeroed = (&heap).allocate_zeroed(small).is_err();
-        let dangling = (&heap).allocate(zero).unwrap().cast::<u8>();
-        // SAFETY: a zero-sized block of this heap, grown to 16 bytes.
-        let grow = unsafe { (&heap).grow(dangling, zero, small) }.is_err();
-        // SAFETY: as above.
-        let grow_zeroed = unsafe { (&heap).grow_zeroed(NonNull::dangling(), zero, small) }.is_err();
-        drop(heap);
-        (allocate, zeroed, grow, grow_zeroed)
+        without_core.map(|heap| {
+            let small = Layout::from_size_align(16, 8).unwrap();
+            let zero = Layout::from_size_align(0, 8).unwrap();
+            let allocate = (&heap).allocate(small).is_err();
+            let zeroed = (&heap).allocate_zeroed(small).is_err();
+            let dangling = (&heap).allocate(zero).unwrap().cast::<u8>();
+            // SAFETY: a zero-sized block of this heap, grown to 16 bytes.
+            let grow = unsafe { (&heap).grow(dangling, zero, small) }.is_err();
+            // SAFETY: as above.
+            let grow_zeroed =
+                unsafe { (&heap).grow_zeroed(NonNull::dangling(), zero, small) }.is_err();
+            drop(heap);
+            (allocate, zeroed, grow, grow_zeroed)
+        })
     });
-    // SAFETY: restores the limit read above.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &old) }, 0);
     drop(heaps);
     let outcome = outcome.expect("no heap went without a core under the limit");
     assert_eq!(

@@ -6,6 +6,7 @@
 //! - [`stress`]: POSIX threads for stress tests, so that ThreadSanitizer sees how a test hands
 //!   data to its threads and back.
 //! - [`drops`]: values that count their drops.
+//! - [`memory`]: the process's address space, and a limit on it (Linux).
 //! - [`pages`]: revocable pages for the revocation tests of the bags.
 //! - [`wakers`]: wakers that count their wake-ups and their live clones.
 //!
@@ -16,6 +17,8 @@
 #![warn(missing_docs)]
 
 pub mod drops;
+#[cfg(target_os = "linux")]
+pub mod memory;
 #[cfg(not(pitlane_loom))]
 pub mod pages;
 
