@@ -71,8 +71,8 @@
 //!
 //! # When the try operations fail
 //!
-//! [`Queue::try_push`] returns `Err(item)` in exactly two cases, both only while another
-//! operation runs beside it:
+//! [`Queue::try_push`] returns [`PushError::Transient`] (the item inside) in exactly two
+//! cases, both only while another operation runs beside it:
 //!
 //! 1. A pop gave up waiting for it and skipped its ticket, poisoning the cell before the value
 //!    was published. A pop waits 32 spin hints for a pusher that holds a ticket but
@@ -83,7 +83,14 @@
 //!    thread was descheduled between drawing its ticket and publishing.
 //! 2. It found the tail segment full and another push linked the next segment before it.
 //!
-//! [`Queue::push`] retries both. [`Queue::try_pop`] returns
+//! [`Queue::push`] retries both. `try_push` returns [`PushError::Full`] in one case: it needed a new
+//! segment (the first push of the queue's life, or a push that found the tail segment full)
+//! and none was in the queue's pool and the allocator refused the memory for one (a segment
+//! is `SEGMENT` cells, each a state word plus a `T`, and a bitmap of a bit per cell). The
+//! queue is unchanged then, and pushes succeed again once memory is available;
+//! [`Queue::push`] panics instead of aborting the process. The pool that keeps retired
+//! segments and crossbeam-epoch's deferred functions are small allocations that abort on
+//! failure as std's collections do. [`Queue::try_pop`] returns
 //! [`PopError::Transient`] when another pop moved `deq` past the ticket it was about to claim,
 //! or when it skipped a cell whose pusher had not published in time (or whose pusher took the
 //! value back), and [`PopError::Empty`] when it found no pushed value that no pop has claimed.
@@ -312,16 +319,18 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
         self.cells.get(ticket)
     }
 
-    /// A segment with no cell used, numbered `number`.
-    fn new(number: usize) -> Box<Self> {
+    /// A segment with no cell used, numbered `number`; `None` if the memory for it cannot be
+    /// allocated (a push then reports the queue full rather than aborting the process).
+    fn new(number: usize) -> Option<Box<Self>> {
         const { assert!(SEGMENT > 0, "a segment needs at least one cell") };
+        let skips = Self::no_skips()?;
         #[cfg(not(pitlane_loom))]
         let mut segment = {
             let layout = std::alloc::Layout::new::<Self>();
             // SAFETY: `layout` has a non-zero size (at least the padded counters).
             let memory = unsafe { std::alloc::alloc(layout) }.cast::<Self>();
             if memory.is_null() {
-                std::alloc::handle_alloc_error(layout);
+                return None;
             }
             // Initialize the counters, the link and every cell's state word; the values stay
             // uninitialized (`MaybeUninit`), which spares writing the whole segment.
@@ -334,7 +343,7 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
                 ptr::addr_of_mut!((*memory).link).write(CachePadded::new(Link {
                     next: AtomicPtr::new(ptr::null_mut()),
                     number: 0,
-                    skips: Self::no_skips(),
+                    skips,
                     retired_next: AtomicPtr::new(ptr::null_mut()),
                     retired_era: core::sync::atomic::AtomicU64::new(0),
                 }));
@@ -352,13 +361,13 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
             link: CachePadded::new(Link {
                 next: AtomicPtr::new(ptr::null_mut()),
                 number: 0,
-                skips: Self::no_skips(),
+                skips,
                 retired_next: AtomicPtr::new(ptr::null_mut()),
             }),
             cells: core::array::from_fn(|_| Slot::new()),
         });
         segment.link.number = number;
-        segment
+        Some(segment)
     }
 
     /// Moves `deq` from `ticket` to the next ticket, making `ticket` the caller's alone: the
@@ -371,11 +380,13 @@ impl<T, const SEGMENT: usize> Segment<T, SEGMENT> {
             .is_ok()
     }
 
-    /// A skip bitmap with no bit set: one bit per ticket.
-    fn no_skips() -> Box<[AtomicUsize]> {
-        (0..SEGMENT.div_ceil(usize::BITS as usize))
-            .map(|_| AtomicUsize::new(0))
-            .collect()
+    /// A skip bitmap with no bit set: one bit per ticket; `None` if it cannot be allocated.
+    fn no_skips() -> Option<Box<[AtomicUsize]>> {
+        let words = SEGMENT.div_ceil(usize::BITS as usize);
+        let mut skips = Vec::new();
+        skips.try_reserve_exact(words).ok()?;
+        skips.extend((0..words).map(|_| AtomicUsize::new(0)));
+        Some(skips.into_boxed_slice())
     }
 
     /// The skip word of `ticket` and its bit there.
@@ -620,15 +631,15 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// The first push of the queue's life found no segment: make segment 0 (or help the push
-    /// that is making it) and return it. Also decides, once per process, how plain values are
-    /// published (see the `barrier` module).
+    /// that is making it) and return it; `None` if there is no memory for it. Also decides,
+    /// once per process, how plain values are published (see the `barrier` module).
     #[cold]
     #[inline(never)]
-    fn first_segment(&self) -> *mut Segment<T, SEGMENT> {
+    fn first_segment(&self) -> Option<*mut Segment<T, SEGMENT>> {
         barrier::init();
         let mut first = self.head.load(Ordering::Acquire);
         if first.is_null() {
-            let fresh = Box::into_raw(Segment::new(0));
+            let fresh = Box::into_raw(Segment::new(0)?);
             first = match self.head.compare_exchange(
                 ptr::null_mut(),
                 fresh,
@@ -645,20 +656,24 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         }
         // `tail` is null until it names segment 0 (it is set only here while null); from then
         // on it never goes back.
-        match self.tail.compare_exchange(
-            ptr::null_mut(),
-            first,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => first,
-            Err(tail) => tail,
-        }
+        Some(
+            match self.tail.compare_exchange(
+                ptr::null_mut(),
+                first,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => first,
+                Err(tail) => tail,
+            },
+        )
     }
 
-    /// One attempt to append `item`. Fails, handing the item back, only when it lost a race:
-    /// a pop tired of waiting for it skipped its ticket and poisoned the cell, or another push
-    /// linked the next segment first (see the [module documentation](self)).
+    /// One attempt to append `item`. Fails, handing the item back, with
+    /// [`PushError::Transient`] when it lost a race (a pop tired of waiting for it skipped its
+    /// ticket and poisoned the cell, or another push linked the next segment first), and with
+    /// [`PushError::Full`] when it needed a new segment and there was no memory for one (see
+    /// the [module documentation](self#when-the-try-operations-fail)).
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
@@ -668,10 +683,15 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        protected(|| self.try_push_tagged(item, FULL)).map_err(PushError::Transient)
+        protected(|| self.try_push_tagged(item, FULL))
     }
 
     /// Appends `item`, retrying lost races.
+    ///
+    /// # Panics
+    /// If the queue needs a new segment and the allocator refuses the memory for it (where
+    /// `Vec::push` would abort the process); [`try_push`](Self::try_push) hands the item back
+    /// inside [`PushError::Full`] instead.
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
@@ -998,19 +1018,22 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// The push of `item` whose cell state becomes `tag` (`FULL`, or its handle's address), for
     /// a thread that is protected (pinned, or inside an era) for the whole call.
     #[inline]
-    fn try_push_tagged(&self, item: T, tag: usize) -> Result<(), T> {
+    fn try_push_tagged(&self, item: T, tag: usize) -> Result<(), PushError<T>> {
         let mut segment_ptr = self.tail.load(Ordering::Acquire);
         if segment_ptr.is_null() {
-            segment_ptr = self.first_segment();
+            match self.first_segment() {
+                Some(first) => segment_ptr = first,
+                None => return Err(PushError::Full(item)),
+            }
         }
         // SAFETY: `tail` is not null now, and we are protected.
         let segment = unsafe { &*segment_ptr };
         let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
         match segment.cell(ticket) {
             Some(cell) if Self::announce(cell, tag) => {
-                Self::publish(segment, ticket, cell, item, tag)
+                Self::publish(segment, ticket, cell, item, tag).map_err(PushError::Transient)
             }
-            Some(_) => Err(item),
+            Some(_) => Err(PushError::Transient(item)),
             None => self.push_past_full(segment_ptr, item, tag),
         }
     }
@@ -1101,14 +1124,15 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// Our ticket fell past the end of the tail segment: link a new segment holding `item`, or
-    /// move to the one another push linked and take a ticket there.
+    /// move to the one another push linked and take a ticket there. [`PushError::Full`] if
+    /// a new segment was needed and there is no memory for one.
     #[cold]
     fn push_past_full(
         &self,
         mut segment_ptr: *mut Segment<T, SEGMENT>,
         item: T,
         tag: usize,
-    ) -> Result<(), T> {
+    ) -> Result<(), PushError<T>> {
         loop {
             // SAFETY: `segment_ptr` was read from `tail` while protected.
             let segment = unsafe { &*segment_ptr };
@@ -1122,7 +1146,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 // a revoker could mark that cell, and a lost link would free the segment under
                 // the revoker and hand back an item the revoker believes it took. So link an
                 // empty segment and take a ticket in it like any push.
-                let fresh = self.fresh_segment(segment.link.number + 1);
+                let Some(fresh) = self.fresh_segment(segment.link.number + 1) else {
+                    return Err(PushError::Full(item));
+                };
                 next = match segment.link.next.compare_exchange(
                     ptr::null_mut(),
                     fresh,
@@ -1148,21 +1174,29 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
             if let Some(cell) = segment.cell(ticket) {
                 if !Self::announce(cell, tag) {
-                    return Err(item);
+                    return Err(PushError::Transient(item));
                 }
-                return Self::publish(segment, ticket, cell, item, tag);
+                return Self::publish(segment, ticket, cell, item, tag)
+                    .map_err(PushError::Transient);
             }
         }
     }
 
     /// The tail segment `segment_ptr` is full and has no successor: link a fresh segment whose
     /// first cell holds the plain value `item`, or hand `item` back if another push linked one
-    /// first.
+    /// first ([`PushError::Transient`]) or there is no memory for a segment
+    /// ([`PushError::Full`]).
     #[cold]
-    fn link_with_first(&self, segment_ptr: *mut Segment<T, SEGMENT>, item: T) -> Result<(), T> {
+    fn link_with_first(
+        &self,
+        segment_ptr: *mut Segment<T, SEGMENT>,
+        item: T,
+    ) -> Result<(), PushError<T>> {
         // SAFETY: `segment_ptr` was read from `tail` while protected.
         let segment = unsafe { &*segment_ptr };
-        let fresh = self.fresh_segment(segment.link.number + 1);
+        let Some(fresh) = self.fresh_segment(segment.link.number + 1) else {
+            return Err(PushError::Full(item));
+        };
         // SAFETY: a fresh segment is empty and ours alone.
         unsafe { Segment::put_first(fresh, item) };
         match segment.link.next.compare_exchange(
@@ -1192,7 +1226,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 let item = unsafe { Segment::take_first(fresh) };
                 // SAFETY: as above, and `take_first` left it empty.
                 unsafe { self.discard(fresh) };
-                Err(item)
+                Err(PushError::Transient(item))
             }
         }
     }
@@ -1369,8 +1403,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// An empty segment numbered `number` that no other thread can reach: a pooled one if
-    /// there is one, else a new one.
-    fn fresh_segment(&self, number: usize) -> *mut Segment<T, SEGMENT> {
+    /// there is one, else a new one; `None` if there is none and no memory for one.
+    fn fresh_segment(&self, number: usize) -> Option<*mut Segment<T, SEGMENT>> {
         #[cfg(not(pitlane_loom))]
         {
             let pool = self.pool.load(Ordering::Acquire);
@@ -1379,11 +1413,11 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 if let Some(segment) = unsafe { &*pool }.take() {
                     // SAFETY: a pooled segment is ours alone once taken.
                     unsafe { (*segment).reset(number) };
-                    return segment;
+                    return Some(segment);
                 }
             }
         }
-        Box::into_raw(Segment::new(number))
+        Segment::new(number).map(Box::into_raw)
     }
 
     /// Gives back a segment from [`fresh_segment`](Self::fresh_segment) that was never
@@ -1470,7 +1504,6 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         self.pinned(|| self.queue.try_push_tagged(item, FULL))
-            .map_err(PushError::Transient)
     }
 
     /// [`Queue::push`] without a pin of its own.
@@ -1681,7 +1714,6 @@ impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
         let tag = slot::tag_of(item.revoke_handle());
         let _guard = pin();
         self.try_push_tagged(item, tag)
-            .map_err(PushError::Transient)
     }
 
     unsafe fn revoke(item: &T) -> bool {
@@ -1724,7 +1756,7 @@ mod tests {
 
     /// The tail segment of `queue` and a ticket drawn there by a push that has not published.
     fn stalled_push<const N: usize>(queue: &Queue<u64, N>) -> (&Segment<u64, N>, usize) {
-        let tail = queue.first_segment();
+        let tail = queue.first_segment().expect("memory for a segment");
         // SAFETY: `first_segment` made `tail` non-null, and no segment is retired while the
         // test holds `queue` without popping past it.
         let segment = unsafe { &*tail };

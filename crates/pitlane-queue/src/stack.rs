@@ -20,9 +20,12 @@
 //!
 //! # The protocol
 //!
-//! Nodes live in chunks that are allocated as the stack grows and freed only when it is
-//! dropped; a node is named by a 21-bit index, so a stack holds at most [`MAX_ITEMS`] items. The top of the stack and the list of free nodes
-//! are each a [`TaggedIndex`]: an index and a generation that every successful exchange
+//! Nodes live in chunks that are allocated as the stack grows (chunk `k` holds 64 × 2^k
+//! nodes) and freed only when it is dropped; a node is named by a 21-bit index, so a stack
+//! holds at most [`MAX_ITEMS`] items. A push that needs a chunk the allocator refuses fails
+//! like a push past [`MAX_ITEMS`]: [`Stack::try_push`] hands the item back in
+//! [`PushError::Full`], and nothing else changes. The top of the stack and the list of free
+//! nodes are each a [`TaggedIndex`]: an index and a generation that every successful exchange
 //! advances.
 //!
 //! - **Push**: take a node from the free list (or a never-used one), write the value and its
@@ -421,7 +424,8 @@ impl<T> Stack<T> {
 
     /// One attempt to push `item`: [`PushError::Transient`] if the top changed between reading
     /// it and the CAS (another push or pop won the race), [`PushError::Full`] if the stack
-    /// already holds [`MAX_ITEMS`]; the item comes back inside either.
+    /// already holds [`MAX_ITEMS`] or needed a new chunk of nodes and the allocator refused
+    /// the memory for it; the item comes back inside either.
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;
@@ -437,8 +441,10 @@ impl<T> Stack<T> {
     /// Pushes `item`, retrying lost races with the same node.
     ///
     /// # Panics
-    /// If the stack already holds [`MAX_ITEMS`] (as `Vec::push` panics past its capacity);
-    /// [`try_push`](Self::try_push) hands the item back instead.
+    /// If the stack already holds [`MAX_ITEMS`] (as `Vec::push` panics past its capacity), or
+    /// needs a new chunk of nodes and the allocator refuses the memory for it (where
+    /// `Vec::push` would abort the process); [`try_push`](Self::try_push) hands the item back
+    /// instead.
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;
@@ -664,12 +670,30 @@ impl<T> Stack<T> {
     }
 
     /// Hands out up to `count` never-used indices: the first and how many, installing their
-    /// chunks if needed. `None` once all [`MAX_NODES`] have been handed out.
+    /// chunks first. `None` once all [`MAX_NODES`] have been handed out, or if the chunk of
+    /// the first one is not installed and there is no memory for it (fewer than `count` if a
+    /// later chunk could not be had).
     #[cold]
     fn allocate_fresh(&self, count: usize) -> Option<(u32, usize)> {
         let mut first = self.fresh.load(Ordering::Relaxed);
         let granted = loop {
-            let granted = count.min(MAX_NODES.saturating_sub(first));
+            let mut granted = count.min(MAX_NODES.saturating_sub(first));
+            if granted == 0 {
+                return None;
+            }
+            // Install before handing out, so that an index is never handed out without its
+            // node's memory. A chunk installed for indices another thread then takes serves
+            // that thread.
+            let (last_chunk, _) = locate((first + granted - 1) as u32);
+            for chunk in locate(first as u32).0..=last_chunk {
+                if self.chunks[chunk].load(Ordering::Acquire).is_null()
+                    && !self.install_chunk(chunk)
+                {
+                    // Chunk `chunk` starts at index `FIRST_CHUNK * (2^chunk - 1)`.
+                    granted = (FIRST_CHUNK * ((1 << chunk) - 1)).saturating_sub(first);
+                    break;
+                }
+            }
             if granted == 0 {
                 return None;
             }
@@ -683,19 +707,20 @@ impl<T> Stack<T> {
                 Err(now) => first = now,
             }
         };
-        for index in first..first + granted {
-            let (chunk, _) = locate(index as u32);
-            if self.chunks[chunk].load(Ordering::Acquire).is_null() {
-                self.install_chunk(chunk);
-            }
-        }
         Some((first as u32, granted))
     }
 
+    /// Installs chunk `chunk` unless another thread did first; `false` if there is no memory
+    /// for it.
     #[cold]
-    fn install_chunk(&self, chunk: usize) {
-        let nodes: Box<[Node<T>]> = (0..FIRST_CHUNK << chunk).map(|_| Node::new()).collect();
-        let base = Box::into_raw(nodes).cast::<Node<T>>();
+    fn install_chunk(&self, chunk: usize) -> bool {
+        let len = FIRST_CHUNK << chunk;
+        let mut nodes = Vec::new();
+        if nodes.try_reserve_exact(len).is_err() {
+            return false;
+        }
+        nodes.extend((0..len).map(|_| Node::<T>::new()));
+        let base = Box::into_raw(nodes.into_boxed_slice()).cast::<Node<T>>();
         if self.chunks[chunk]
             .compare_exchange(ptr::null_mut(), base, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
@@ -707,6 +732,7 @@ impl<T> Stack<T> {
                 Box::from_raw(ptr::slice_from_raw_parts_mut(base, FIRST_CHUNK << chunk))
             });
         }
+        true
     }
 
     /// Returns the node at `index`, whose value has been moved out, to the free list, as a

@@ -345,7 +345,8 @@ pub(crate) fn retry_push<T>(item: T, mut try_push: impl FnMut(T) -> Result<(), P
 pub(crate) fn full<T>(item: T) -> ! {
     drop(item);
     panic!(
-        "pitlane_queue: the bag is full (a stack holds at most {} items)",
+        "pitlane_queue: the bag is full (a stack holds at most {} items), or the memory it \
+         needed for more room could not be allocated",
         crate::stack::MAX_ITEMS
     );
 }
