@@ -4,8 +4,9 @@
 //! was [`Full`](PushError::Full), or the attempt lost a race and changed nothing
 //! ([`Transient`](PushError::Transient)). A pop that fails says [`PopError::Empty`] or
 //! [`PopError::Transient`]. Which structure can fail which way is in each one's documentation:
-//! the SPSC queue is never transient, the unbounded bags are never full (a
-//! [`Stack`](crate::stack::Stack) only at its [`MAX_ITEMS`](crate::stack::MAX_ITEMS)).
+//! the SPSC queue is never transient, the unbounded bags are full only when they cannot grow
+//! (a [`Stack`](crate::stack::Stack) at its [`MAX_ITEMS`](crate::stack::MAX_ITEMS), or a
+//! queue or stack whose allocator refused the memory for more room).
 
 use core::fmt;
 
@@ -24,7 +25,8 @@ use core::fmt;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PushError<T> {
-    /// There was no room: a bounded queue held its capacity, or a stack its maximum.
+    /// There was no room: a bounded queue held its capacity, a stack its maximum, or an
+    /// unbounded queue or stack needed memory to grow and the allocator refused it.
     Full(T),
     /// The attempt lost a race with a concurrent operation and changed nothing; trying again,
     /// here or on another bag, will succeed.

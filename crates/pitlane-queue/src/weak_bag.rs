@@ -23,8 +23,9 @@ pub use crate::error::{PopError, PushError};
 /// - [`try_push`](Self::try_push) either inserts the item and returns `Ok(())`, or has no effect
 ///   and hands the item back: in [`PushError::Transient`] if it lost a race with a concurrent
 ///   operation, in [`PushError::Full`] if the bag has no room (only a
-///   [`Stack`](crate::stack::Stack) holding [`MAX_ITEMS`](crate::stack::MAX_ITEMS), or a
-///   Bagpipe all of whose pipes are such stacks).
+///   [`Stack`](crate::stack::Stack) holding [`MAX_ITEMS`](crate::stack::MAX_ITEMS), a queue
+///   or stack that needed memory to grow and was refused it, or a Bagpipe all of whose pipes
+///   are full).
 /// - [`try_pop`](Self::try_pop) either removes one item, or has no effect and returns
 ///   [`PopError::Empty`] (the bag held nothing when it looked) or [`PopError::Transient`] (it
 ///   lost a race).
