@@ -143,10 +143,41 @@
 //! whether the other is gone. Neither end is `Clone`; both are `Send` when `T` is, and both
 //! are `UnwindSafe` and `RefUnwindSafe`: a panic in user code (an iterator, a `Clone`, a
 //! `Drop`) leaves an end consistent, with every value it had taken in or out accounted for.
+//!
+//! # Coming from rtrb
+//!
+//! The operations of [`rtrb`](https://docs.rs/rtrb) are here, some under other names:
+//! `RingBuffer::new(n)` is [`channel`]`(n)` (or [`try_channel`] for an error instead of a
+//! panic), `push`/`pop` are [`Producer::try_push`]/[`Consumer::try_pop`] (the crate's
+//! vocabulary keeps `push`/`pop` for calls that retry transient failures),
+//! `buffer().capacity()` is `capacity()`, `push_partial_slice`/`pop_partial_slice` are
+//! [`Producer::push_slice`]/[`Consumer::pop_slice`] (they return a count, not the two halves
+//! of the slice), and `PeekError` is [`PopError`];
+//! `peek`, `slots`, `is_full`, `is_empty`, `is_abandoned`, `write_chunk_uninit`,
+//! `fill_from_iter`, `read_chunk`, `commit`, `commit_all` and [`ChunkError`] keep their names.
+//! The capacity is exact, as rtrb's: a queue of `n` slots holds exactly `n` values, whatever
+//! the batch size (batches are how far one probe looks, never a unit of allocation).
+//!
+//! rtrb's own test files run against this module in CI (`.ci/rtrb-conformance.py`, through an
+//! adapter that only renames). What they check holds, except where the two differ on purpose:
+//!
+//! - A capacity of 0 is an error ([`ChannelError::ZeroCapacity`]); rtrb makes a queue that is
+//!   always full and always empty.
+//! - Chunks lend slots by index ([`WriteChunkUninit::slot`], [`ReadChunk::get`]), not as the
+//!   two slices of rtrb's `as_slices`/`as_mut_slices`, and there is no `write_chunk` of
+//!   `Default` values: see "Chunks" above for why the values are not contiguous.
+//! - A zero-sized `T` still costs each slot its state byte, so `usize::MAX / 2` slots of `()`,
+//!   which rtrb allocates as nothing, fail with [`ChannelError::OutOfMemory`].
+//! - `io::Write` on a producer whose consumer is gone fails with `BrokenPipe`, and `io::Read`
+//!   on an empty queue whose producer is gone returns `Ok(0)`, the end of the stream; rtrb
+//!   reports `WouldBlock` in both cases.
+//! - The errors' `Debug` and `Display` texts are the crate's own, and the ends do not
+//!   implement `PartialEq`.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
+use core::iter::FusedIterator;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::panic::{RefUnwindSafe, UnwindSafe};
@@ -1096,6 +1127,33 @@ impl<T> Consumer<T> {
         TryIter { consumer: self }
     }
 
+    /// Pops values into `buf`, oldest first, until it is full or the queue is empty, and
+    /// returns how many: the counterpart of [`Producer::push_slice`] (rtrb's
+    /// `pop_partial_slice`). Each popped value replaces the element at its place in `buf`,
+    /// which is dropped after the new value is in place, so a panicking `Drop` loses nothing
+    /// popped. The rest of `buf` is left as it was.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(8);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let mut buffer = [0; 2];
+    /// assert_eq!(consumer.pop_slice(&mut buffer), 2);
+    /// assert_eq!(buffer, [1, 2]);
+    /// let mut buffer = [0; 4];
+    /// assert_eq!(consumer.pop_slice(&mut buffer), 1);
+    /// assert_eq!(buffer, [3, 0, 0, 0]);
+    /// ```
+    pub fn pop_slice(&mut self, buf: &mut [T]) -> usize {
+        let mut popped = 0;
+        // `zip` asks `buf` first: no value is popped once there is no place for it.
+        for (place, value) in buf.iter_mut().zip(self.try_iter()) {
+            let old = core::mem::replace(place, value);
+            popped += 1;
+            drop(old);
+        }
+        popped
+    }
+
     /// The number of slots in the ring.
     ///
     /// ```
@@ -1696,6 +1754,9 @@ impl<T> Iterator for ReadChunk<'_, T> {
 
 impl<T> ExactSizeIterator for ReadChunk<'_, T> {}
 
+/// Once every value of the chunk is out, `next` keeps returning `None`.
+impl<T> FusedIterator for ReadChunk<'_, T> {}
+
 impl<T> fmt::Debug for ReadChunk<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadChunk")
@@ -1852,11 +1913,7 @@ impl std::io::Read for Consumer<u8> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         // Seen before the pops: if the producer was gone then, an empty queue is the end.
         let abandoned = self.is_abandoned();
-        let mut read = 0;
-        for (byte, value) in buf.iter_mut().zip(self.try_iter()) {
-            *byte = value;
-            read += 1;
-        }
+        let read = self.pop_slice(buf);
         if read == 0 && !buf.is_empty() && !abandoned {
             return Err(std::io::ErrorKind::WouldBlock.into());
         }
