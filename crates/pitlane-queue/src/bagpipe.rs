@@ -38,7 +38,9 @@
 //! home pipe of their own. A push starts at the handle's push position and moves it on only
 //! when a push there loses a race, so a thread keeps pushing into a pipe as long as nobody
 //! contends with it there. A pop starts at the pipe that last gave the handle an item and walks
-//! on from there. Calls on the [`Bagpipe`] itself use a walk kept per thread.
+//! on from there. Calls on the [`Bagpipe`] itself use a walk kept per thread; over pipes that
+//! keep state per thread for their own plain calls (stacks keep a stash of nodes per seat), such
+//! a call looks the thread's seat up once and hands it to every pipe it tries.
 //!
 //! # What each operation reports
 //!

@@ -5,7 +5,10 @@
 //! nodes and its count) keeps an array of it indexed by seat. Nothing then has to be handed
 //! back when a thread exits, nor looked up by structure in a thread-local: the state stays in
 //! the structure, which frees it with itself, and the next thread to take the seat carries on
-//! with it. Moving the structure moves the array with it.
+//! with it. Moving the structure moves the array with it. A structure made of such structures
+//! (a [`Bagpipe`] of stacks) looks the seat up once per call and hands the proof of it
+//! ([`Held`]) to each part it calls, so that no part looks it up again; a thread that takes a
+//! seat also gets its Bagpipe walk then, so that a seated call need not check for it.
 //!
 //! Exclusivity: seat `s` is held by at most one live thread. A thread takes a free seat with
 //! an `Acquire` compare-and-swap on the seat map and gives it back from its thread-local
@@ -18,6 +21,7 @@
 //! a process-wide map would outlive one.
 //!
 //! [`Stack`]: crate::stack::Stack
+//! [`Bagpipe`]: crate::bagpipe::Bagpipe
 
 /// How many threads can hold a seat at once (none under loom).
 pub(crate) const SEATS: usize = if cfg!(pitlane_loom) { 0 } else { 128 };
