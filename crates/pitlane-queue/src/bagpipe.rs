@@ -38,7 +38,9 @@
 //! home pipe of their own. A push starts at the handle's push position and moves it on only
 //! when a push there loses a race, so a thread keeps pushing into a pipe as long as nobody
 //! contends with it there. A pop starts at the pipe that last gave the handle an item and walks
-//! on from there. Calls on the [`Bagpipe`] itself use a walk kept per thread.
+//! on from there. Calls on the [`Bagpipe`] itself use a walk kept per thread; over pipes that
+//! keep state per thread for their own plain calls (stacks keep a stash of nodes per seat), such
+//! a call looks the thread's seat up once and hands it to every pipe it tries.
 //!
 //! # What each operation reports
 //!
@@ -81,6 +83,7 @@ use crossbeam_utils::CachePadded;
 use pitlane_sync::shim::atomic::{AtomicUsize, Ordering};
 
 use crate::revoke::{Revocable, RevocableBag};
+use crate::seat::Held;
 use crate::weak_bag::{BagHandle, IntoIter, PopError, PushError, WeakBag};
 
 /// The most pipes a Bagpipe may have.
@@ -195,6 +198,14 @@ fn new_thread_walk() -> Walk {
     Walk::new(n as usize, n)
 }
 
+/// Makes the calling thread's walk if it has none yet. The seat module calls this when the
+/// thread takes a seat, so that a seated thread's walk is always made (see [`Bagpipe::plain`]).
+#[cfg(not(pitlane_loom))]
+#[cold]
+pub(crate) fn make_thread_walk() {
+    with_thread_walk(|_| ());
+}
+
 /// Under loom: a fixed walk for every call, because a model must behave the same way in every
 /// execution, and thread-locals and counters outside the model would outlive an execution.
 #[cfg(pitlane_loom)]
@@ -254,6 +265,58 @@ impl<B: WeakBag + Default> Default for Bagpipe<B> {
 }
 
 impl<B: WeakBag> Bagpipe<B> {
+    /// Runs a plain call: `seated` with this thread's walk and the proof of its seat, looked
+    /// up once for the whole call and handed to each pipe tried (so that a stack pipe finds its
+    /// stash for the seat without looking the seat up again), where the pipes keep state per
+    /// seat and the thread holds a seat; `unseated` with the walk alone otherwise (pipes
+    /// without per-seat state, a thread past [`SEATS`](crate::seat) threads, a call from a
+    /// thread-local destructor at thread exit), whose pipes then make their own plain calls.
+    /// Where the pipes keep state per seat, the seated case is the only one in line: a thread
+    /// that holds a seat has its walk made (the seat module makes it when the thread sits
+    /// down), so the walk is neither tested nor made here.
+    #[cfg(not(pitlane_loom))]
+    #[inline(always)]
+    fn plain<A, R>(
+        &self,
+        arg: A,
+        unseated: impl FnOnce(&Cell<Walk>, A) -> R,
+        seated: impl FnOnce(&Cell<Walk>, Held<'_>, A) -> R,
+    ) -> R {
+        if !B::SEATED {
+            return with_thread_walk(|walk| unseated(walk, arg));
+        }
+        match Held::now() {
+            Some(seat) => {
+                let walk: *const Cell<Walk> = THREAD_WALK.with(core::ptr::from_ref);
+                // SAFETY: as in `with_thread_walk`.
+                let walk = unsafe { &*walk };
+                debug_assert_ne!(walk.get().stride, 0, "a seated thread's walk is made");
+                seated(walk, seat, arg)
+            }
+            None => Self::seatless(arg, unseated),
+        }
+    }
+
+    /// [`plain`](Self::plain) for a thread without a seat, over pipes with per-seat state.
+    #[cfg(not(pitlane_loom))]
+    #[cold]
+    #[inline(never)]
+    fn seatless<A, R>(arg: A, unseated: impl FnOnce(&Cell<Walk>, A) -> R) -> R {
+        with_thread_walk(|walk| unseated(walk, arg))
+    }
+
+    /// Under loom no thread holds a seat.
+    #[cfg(pitlane_loom)]
+    #[inline]
+    fn plain<A, R>(
+        &self,
+        arg: A,
+        unseated: impl FnOnce(&Cell<Walk>, A) -> R,
+        _seated: impl FnOnce(&Cell<Walk>, Held<'_>, A) -> R,
+    ) -> R {
+        with_thread_walk(|walk| unseated(walk, arg))
+    }
+
     /// How many pipes there are (a power of two).
     ///
     /// ```
@@ -309,11 +372,16 @@ impl<B: WeakBag> Bagpipe<B> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: B::Item) -> Result<(), PushError<B::Item>> {
-        with_thread_walk(|walk| {
-            self.push_walk(walk, item, self.pipes.len(), |i, item| {
-                self.pipes[i].try_push(item)
-            })
-        })
+        let pipes = self.pipes.len();
+        self.plain(
+            item,
+            |walk, item| self.push_walk(walk, item, pipes, |i, item| self.pipes[i].try_push(item)),
+            |walk, seat, item| {
+                self.push_walk(walk, item, pipes, move |i, item| {
+                    self.pipes[i].try_push_seated(seat, item)
+                })
+            },
+        )
     }
 
     /// Pushes `item`, walking the pipes until one takes it.
@@ -331,9 +399,17 @@ impl<B: WeakBag> Bagpipe<B> {
     /// ```
     #[inline]
     pub fn push(&self, item: B::Item) {
-        with_thread_walk(|walk| {
-            self.push_walk_until_taken(walk, item, |i, item| self.pipes[i].try_push(item))
-        })
+        self.plain(
+            item,
+            |walk, item| {
+                self.push_walk_until_taken(walk, item, |i, item| self.pipes[i].try_push(item))
+            },
+            |walk, seat, item| {
+                self.push_walk_until_taken(walk, item, move |i, item| {
+                    self.pipes[i].try_push_seated(seat, item)
+                })
+            },
+        )
     }
 
     /// One round: an item from the first pipe that gives one; [`PopError::Empty`] only if
@@ -347,7 +423,11 @@ impl<B: WeakBag> Bagpipe<B> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<B::Item, PopError> {
-        with_thread_walk(|walk| self.pop_round(walk, |i| self.pipes[i].try_pop()))
+        self.plain(
+            (),
+            |walk, ()| self.pop_round(walk, |i| self.pipes[i].try_pop()),
+            |walk, seat, ()| self.pop_round(walk, move |i| self.pipes[i].try_pop_seated(seat)),
+        )
     }
 
     /// Pops an item, walking the pipes; `None` once `pipe_count()` consecutive pipes reported
@@ -363,10 +443,19 @@ impl<B: WeakBag> Bagpipe<B> {
     /// ```
     #[inline]
     pub fn pop(&self) -> Option<B::Item> {
-        with_thread_walk(|walk| {
-            self.pop_walk(walk, usize::MAX, |i| self.pipes[i].try_pop())
+        self.plain(
+            (),
+            |walk, ()| {
+                self.pop_walk(walk, usize::MAX, |i| self.pipes[i].try_pop())
+                    .ok()
+            },
+            |walk, seat, ()| {
+                self.pop_walk(walk, usize::MAX, move |i| {
+                    self.pipes[i].try_pop_seated(seat)
+                })
                 .ok()
-        })
+            },
+        )
     }
 
     /// About how many items the Bagpipe holds: the sum of the pipes' lengths, each read at a
@@ -961,6 +1050,28 @@ impl<B: WeakBag> IntoIterator for Bagpipe<B> {
 #[cfg(all(test, not(pitlane_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_seated_by_another_structure_walks_every_pipe_of_a_bagpipe_of_stacks() {
+        use crate::stack::Stack;
+        let bag: Bagpipe<Stack<u32>> = Bagpipe::with_pipes(8).unwrap();
+        for (i, pipe) in bag.pipes.iter().enumerate() {
+            pipe.push(i as u32);
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // The thread takes its seat in a plain call on a lone stack, before it ever
+                // calls the Bagpipe: its first Bagpipe call is already a seated one, which
+                // relies on the walk the seat module made when the thread sat down.
+                let lone = Stack::new();
+                lone.push(0_u8);
+                assert!(crate::seat::as_held() < crate::seat::SEATS);
+                let mut got: Vec<u32> = core::iter::from_fn(|| bag.pop()).collect();
+                got.sort_unstable();
+                assert_eq!(got, (0..8).collect::<Vec<_>>());
+            });
+        });
+    }
 
     #[test]
     fn a_walk_visits_every_pipe_once_per_round() {

@@ -5,7 +5,10 @@
 //! nodes and its count) keeps an array of it indexed by seat. Nothing then has to be handed
 //! back when a thread exits, nor looked up by structure in a thread-local: the state stays in
 //! the structure, which frees it with itself, and the next thread to take the seat carries on
-//! with it. Moving the structure moves the array with it.
+//! with it. Moving the structure moves the array with it. A structure made of such structures
+//! (a [`Bagpipe`] of stacks) looks the seat up once per call and hands the proof of it
+//! ([`Held`]) to each part it calls, so that no part looks it up again; a thread that takes a
+//! seat also gets its Bagpipe walk then, so that a seated call need not check for it.
 //!
 //! Exclusivity: seat `s` is held by at most one live thread. A thread takes a free seat with
 //! an `Acquire` compare-and-swap on the seat map and gives it back from its thread-local
@@ -18,6 +21,7 @@
 //! a process-wide map would outlive one.
 //!
 //! [`Stack`]: crate::stack::Stack
+//! [`Bagpipe`]: crate::bagpipe::Bagpipe
 
 /// How many threads can hold a seat at once (none under loom).
 pub(crate) const SEATS: usize = if cfg!(pitlane_loom) { 0 } else { 128 };
@@ -71,6 +75,15 @@ mod map {
         sit_down()
     }
 
+    /// The calling thread's seat as it stands: its number, or a number of [`SEATS`] or more
+    /// (never a seat) if it holds none yet or any more. One thread-local load, and a caller
+    /// that indexes an array of [`SEATS`] entries with `get` tests "no seat" and the bounds
+    /// with one comparison; on a miss it asks [`current`], which takes a seat.
+    #[inline(always)]
+    pub(crate) fn as_held() -> usize {
+        SEAT.get()
+    }
+
     /// The calling thread's seat if it holds one; never takes one.
     #[cfg(target_os = "linux")]
     pub(crate) fn held() -> Option<usize> {
@@ -85,6 +98,8 @@ mod map {
         // Registers `HELD`'s destructor; fails once it has run.
         HELD.try_with(|_| ()).ok()?;
         let seat = take()?;
+        // A seated thread has its Bagpipe walk made: a Bagpipe's seated calls rely on it.
+        crate::bagpipe::make_thread_walk();
         SEAT.set(seat);
         Some(seat)
     }
@@ -113,7 +128,46 @@ mod map {
 }
 
 #[cfg(not(pitlane_loom))]
-pub(crate) use map::current;
+pub(crate) use map::{as_held, current};
+
+/// Proof, for one call, that the calling thread holds seat [`index`](Self::index): what a
+/// [`Bagpipe`](crate::bagpipe::Bagpipe)'s plain call looks up once and hands to each pipe it
+/// tries (see `WeakBag::try_push_seated`), so that a pipe with per-seat state does not look
+/// the seat up again.
+///
+/// Only this crate makes one, for a thread that holds a seat. It is neither `Send` nor `Sync`,
+/// so it never reaches another thread, and a pipe receives it with a lifetime of the call
+/// alone, so it cannot keep it past the call (in a thread-local, say). The seat cannot change
+/// hands during the call: a thread gives its seat back only from its own thread-local
+/// destructor, never inside a call.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Held<'call> {
+    seat: usize,
+    _this_call: core::marker::PhantomData<(&'call (), *const ())>,
+}
+
+impl Held<'_> {
+    /// The proof for the calling thread's seat; `None` if it holds none (yet, or any more).
+    /// The caller hands it on only for the duration of one call.
+    #[cfg_attr(pitlane_loom, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn now() -> Option<Self> {
+        let seat = as_held();
+        (seat < SEATS).then_some(Held {
+            seat,
+            _this_call: core::marker::PhantomData,
+        })
+    }
+
+    /// The seat, below [`SEATS`].
+    #[inline(always)]
+    pub(crate) fn index(self) -> usize {
+        // SAFETY: `now` makes a `Held` only for a seat below `SEATS`, and nothing changes it.
+        unsafe { core::hint::assert_unchecked(self.seat < SEATS) };
+        self.seat
+    }
+}
 #[cfg(all(target_os = "linux", not(pitlane_loom)))]
 pub(crate) use map::held;
 
@@ -122,6 +176,13 @@ pub(crate) use map::held;
 #[inline]
 pub(crate) fn current() -> Option<usize> {
     None
+}
+
+/// Under loom no thread holds a seat: a number past every seat.
+#[cfg(pitlane_loom)]
+#[inline]
+pub(crate) fn as_held() -> usize {
+    usize::MAX
 }
 
 #[cfg(all(test, not(pitlane_loom)))]

@@ -810,14 +810,43 @@ impl<T> Stack<T> {
 
     /// The cache of the calling thread's seat, made on the seat's first call on this stack;
     /// `None` for a thread without a seat.
+    ///
+    /// The fast path is one thread-local load, one comparison (no seat and out of bounds
+    /// alike), the load of the cache and its null test; the rest is out of line.
     #[inline(always)]
     fn seat_cache(&self) -> Option<&SeatCache> {
+        if let Some(cache) = self.seats.get(seat::as_held()) {
+            // SAFETY: published by a release store that this acquire load sees (made by this
+            // thread or by an earlier holder of the seat, whose exit happens before our seat
+            // was taken), freed only when the stack is dropped, which `&self` outlives.
+            if let Some(made) = unsafe { cache.load(Ordering::Acquire).as_ref() } {
+                return Some(made);
+            }
+        }
+        self.seat_cache_first()
+    }
+
+    /// [`seat_cache`](Self::seat_cache) for a thread without a seat yet (or any more), or
+    /// whose seat has no cache in this stack yet.
+    #[cold]
+    #[inline(never)]
+    fn seat_cache_first(&self) -> Option<&SeatCache> {
         let seat = seat::current()?;
-        // SAFETY: published by a release store that this acquire load sees (made by this thread
-        // or by an earlier holder of the seat, whose exit happens before our seat was taken),
-        // freed only when the stack is dropped, which `&self` outlives.
+        // SAFETY: as in `seat_cache`.
         let made = unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() };
         Some(made.unwrap_or_else(|| self.seat_cache_new(seat)))
+    }
+
+    /// The cache of `seat`, which the calling thread holds; made on the seat's first call on
+    /// this stack.
+    #[inline(always)]
+    fn held_seat_cache(&self, seat: seat::Held<'_>) -> &SeatCache {
+        let seat = seat.index();
+        // SAFETY: as in `seat_cache`.
+        match unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() } {
+            Some(made) => made,
+            None => self.seat_cache_new(seat),
+        }
     }
 
     /// The first plain call of the holder of `seat` on this stack: make its cache.
@@ -1236,6 +1265,23 @@ impl<T> WeakBag for Stack<T> {
     #[inline(always)]
     fn try_pop(&self) -> Result<T, PopError> {
         Stack::try_pop(self)
+    }
+
+    const SEATED: bool = true;
+
+    #[inline(always)]
+    fn try_push_seated(&self, seat: seat::Held<'_>, item: T) -> Result<(), PushError<T>> {
+        let cache = self.held_seat_cache(seat);
+        // SAFETY: the calling thread holds the seat of this cache for the whole call (see
+        // `seat::Held`), so it alone uses its stash, as in `in_seat_cache`.
+        self.try_push_tagged(item, FULL, unsafe { cache.own() })
+    }
+
+    #[inline(always)]
+    fn try_pop_seated(&self, seat: seat::Held<'_>) -> Result<T, PopError> {
+        let cache = self.held_seat_cache(seat);
+        // SAFETY: as in `try_push_seated`.
+        self.try_pop_in(unsafe { cache.own() })
     }
 
     #[inline]

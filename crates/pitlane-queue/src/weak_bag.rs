@@ -71,6 +71,36 @@ pub trait WeakBag {
     /// ```
     fn try_pop(&self) -> Result<Self::Item, PopError>;
 
+    /// Whether the bag keeps state per seat for its plain calls, so that a Bagpipe's plain
+    /// call should look the seat up once and hand it to [`try_push_seated`](Self::try_push_seated)
+    /// and [`try_pop_seated`](Self::try_pop_seated). Not for use outside this crate.
+    #[doc(hidden)]
+    const SEATED: bool = false;
+
+    /// [`try_push`](Self::try_push) by a thread that holds `seat`: what a Bagpipe's plain call
+    /// uses on its pipes, having looked the seat up once for the whole call. Bags with per-seat
+    /// state (the [`Stack`](crate::stack::Stack)) take it from here; the others need not
+    /// override this. Not for use outside this crate, which alone can make a `Held`.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn try_push_seated(
+        &self,
+        seat: crate::seat::Held<'_>,
+        item: Self::Item,
+    ) -> Result<(), PushError<Self::Item>> {
+        let _ = seat;
+        self.try_push(item)
+    }
+
+    /// [`try_pop`](Self::try_pop) by a thread that holds `seat`: see
+    /// [`try_push_seated`](Self::try_push_seated).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn try_pop_seated(&self, seat: crate::seat::Held<'_>) -> Result<Self::Item, PopError> {
+        let _ = seat;
+        self.try_pop()
+    }
+
     /// Inserts `item`, retrying transient failures until it is in. After each lost race the
     /// thread pauses before it tries again: 32 spin hints after the first, 64 after each
     /// further one, which lets the winner finish a run of operations on the contended cache
