@@ -65,15 +65,17 @@
 //!
 //! # Linearization points
 //!
-//! A tracked push takes effect at the publication of its state (a stack's at its CAS on the
-//! top, which makes the node reachable; a queue's at its CAS `EMPTY → stamp | H`). A
-//! successful revoke takes effect at its CAS `stamp | H → REVOKED`. A failed revoke takes
-//! effect at its load of the handle if that found none; otherwise at its failed CAS, or, if
-//! the slot then held a later push of the same item, at the moment between its load and its
-//! CAS when the copy it read had been taken out by a pop or a revoke and the later one not
-//! yet pushed: the item was in no bag then. The handle's word is a snapshot that may run
-//! ahead of these points (set before the push is published, forgotten just after the removal
-//! takes effect).
+//! A tracked push takes effect at the compare-and-swap that makes it reachable to pops: a
+//! queue's CAS `EMPTY → stamp | H`, a stack's CAS on the top. A stack's pusher stores the
+//! state into the node it owns before that CAS, so a revoke may mark the node in between: the
+//! push and the revoke then both take effect at the revoke's CAS (the item goes in and comes
+//! out at once), and the push reports success. A successful revoke takes effect at its CAS
+//! `stamp | H → REVOKED`. A failed revoke takes effect at its load of the handle if that
+//! found none; otherwise at its failed CAS, or, if the slot then held a later push of the
+//! same item, at a moment between its load and its CAS when the copy it read had been taken
+//! out by a pop or a revoke and the later one was not yet pushed: the item was in no bag then.
+//! The handle's word is a snapshot that may run ahead of these points (set just before the
+//! push takes effect, forgotten just after the removal does).
 //!
 //! # Memory safety of a stale slot address
 //!

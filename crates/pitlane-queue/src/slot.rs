@@ -23,9 +23,10 @@
 //! A handle's word names the slot its item sits in (its address), or none. Every tracked push
 //! gives the item a new *stamp*, a 16-bit count of the tracked pushes of that item, kept in
 //! the bits above the address (48 to 63) of both words it writes: the handle's word
-//! (`stamp | slot`) and the slot's state (`stamp | H`). The stamp and the address
-//! bits of the other word together make the push's *mark*: whoever removes the tracking
-//! removes exactly the word of that push.
+//! (`stamp | slot`) and the slot's state (`stamp | H`). Those bits (or, for an unstamped push,
+//! bit 0: below) are the push's *mark*, the same in both words, so that whoever holds one of
+//! the words can tell the other: whoever removes the tracking removes exactly the word of
+//! that push.
 //!
 //! - A tracked push reads the handle's word, and replaces it (one compare-and-swap) with the
 //!   new slot and the next stamp; then it publishes the state with the same stamp.
@@ -59,7 +60,8 @@
 //! on x86-64 and AArch64 Linux and macOS does, unless a process maps memory there on purpose;
 //! a 32-bit target has no bits to spare). When one does not, the push writes *unstamped*
 //! words instead: the addresses with bit 0 set (both are at least 8-aligned), and no stamp.
-//! Such pushes work as they did before stamps, late forget included; nothing else changes.
+//! Such pushes work as they did before stamps, late forget included, and the count of stamps
+//! starts again after one; nothing else changes.
 
 use core::mem::MaybeUninit;
 
@@ -426,15 +428,15 @@ mod tests {
 
     #[test]
     fn a_forget_with_an_older_word_leaves_a_newer_push_tracked() {
-        let slots = [Slot::<u8>::new(), Slot::<u8>::new()];
+        let slot = Slot::<u8>::new();
         let handle = TrackWord::new();
-        let first = slots[0].address().cast_mut();
+        let first = slot.address().cast_mut();
         let state = handle.point_at(first);
         let old = handle.word.load(Ordering::Relaxed);
         assert_eq!(old.map_addr(address_of), first);
-        // The item is taken out of slot 0, then pushed into slot 0 again.
+        // The item is taken out of the slot, then pushed into the same slot again.
         // SAFETY: `state` came from `point_at` of the live `handle`.
-        unsafe { slots[0].untrack(state) };
+        unsafe { slot.untrack(state) };
         assert!(!handle.names_a_slot());
         let newer = handle.point_at(first);
         assert_ne!(newer, state);
@@ -442,7 +444,7 @@ mod tests {
         handle.forget(old);
         assert!(handle.names_a_slot());
         // SAFETY: as above.
-        unsafe { slots[0].untrack(newer) };
+        unsafe { slot.untrack(newer) };
         assert!(!handle.names_a_slot());
     }
 }
