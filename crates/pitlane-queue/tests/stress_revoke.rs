@@ -223,3 +223,7 @@ fn a_late_revoker_leaves_a_copy_pushed_again_into_a_queue_tracked() {
     let bags: Vec<Queue<&Page, 4>> = (0..CYCLERS).map(|_| Queue::with_segment_size()).collect();
     late_revokers(&bags, &pages);
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
