@@ -1015,8 +1015,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         }
     }
 
-    /// The push of `item` whose cell state becomes `tag` (`FULL`, or its handle's address), for
-    /// a thread that is protected (pinned, or inside an era) for the whole call.
+    /// The push of `item` with `tag` (`FULL`, or its handle's tag, which the cell's state then
+    /// carries with the push's mark), for a thread that is protected (pinned, or inside an era)
+    /// for the whole call.
     #[inline]
     fn try_push_tagged(&self, item: T, tag: usize) -> Result<(), PushError<T>> {
         let mut segment_ptr = self.tail.load(Ordering::Acquire);
@@ -1086,13 +1087,13 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         // SAFETY: as above: the ticket makes the cell ours until we publish.
         unsafe { cell.write(item) };
         // SAFETY: `tag` is `FULL` or the handle of the item we just wrote, alive while it is.
-        unsafe { cell.track(tag) };
+        let state = unsafe { cell.track(tag) };
         match cell
             .state
-            .compare_exchange(from, tag, Ordering::Release, Ordering::Relaxed)
+            .compare_exchange(from, state, Ordering::Release, Ordering::Relaxed)
         {
             Ok(_) => Ok(()),
-            Err(_) => Err(Self::unpublish(cell, tag)),
+            Err(_) => Err(Self::unpublish(cell, state)),
         }
     }
 
@@ -1112,14 +1113,14 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         }
     }
 
-    /// The publishing CAS failed: a pop poisoned the cell. Take the value back.
+    /// The publishing CAS of `state` failed: a pop poisoned the cell. Take the value back.
     #[cold]
-    fn unpublish(cell: &Slot<T>, tag: usize) -> T {
+    fn unpublish(cell: &Slot<T>, state: usize) -> T {
         // SAFETY: the pop that poisoned the cell never touches the value; we wrote it and still
         // own it.
         let item = unsafe { cell.read() };
-        // SAFETY: `item` is alive, so is its handle.
-        unsafe { cell.untrack(tag) };
+        // SAFETY: `item` is alive, so is its handle; `state` is what `track` returned.
+        unsafe { cell.untrack(state) };
         item
     }
 
@@ -1711,7 +1712,7 @@ impl<T, const SEGMENT: usize> WeakBag for Queue<T, SEGMENT> {
 
 impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
     fn try_push_revocable(&self, item: T) -> Result<(), PushError<T>> {
-        let tag = slot::tag_of(item.revoke_handle());
+        let tag = item.revoke_handle().tag();
         let _guard = pin();
         self.try_push_tagged(item, tag)
     }

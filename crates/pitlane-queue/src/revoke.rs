@@ -11,32 +11,71 @@
 //! # The protocol
 //!
 //! A slot's state word holds `H`, the address of the item's handle, while the tracked item
-//! sits in it (see the table in the crate's `slot` module).
+//! sits in it (see the table in the crate's `slot` module). Each tracked push of an item gives
+//! it the next *stamp* (a 16-bit count of its tracked pushes), which the push writes into both
+//! words it sets: the handle holds `stamp | c` (the slot's address) and the slot's state
+//! `stamp | H`. The `slot` module owns this encoding.
 //!
-//! - **Push** (tracked): write the value, store the slot's address into the handle, then CAS
-//!   the slot's state `EMPTY → H`. If the CAS fails (a queue popper poisoned the cell first),
-//!   set the handle back to empty before trying elsewhere.
-//! - **Revoke**: read the slot address `c` from the handle; CAS `c.state` from `H` to
-//!   `REVOKED`. Success means the item is out of the bag: no pop will return it. The revoker
-//!   clears the handle and returns `true`. Any other state (taken, poisoned, or a different
-//!   item) means the item is not at `c` any more: `false`. The revoker never touches the
-//!   value; the bag's copy stays in the slot until a pop passes over the slot and drops it (or
-//!   the bag is dropped), so a slot is only ever recycled by the thread that unlinked it.
-//! - **Pop**: the popper that reaches the slot swaps the state to `TAKEN`. It gets `H`: it owns
-//!   the value and clears the handle. It gets `REVOKED`: the slot was revoked; the popper drops
-//!   the bag's copy of the value without touching the handle (the revoker cleared it, and the
-//!   handle need not outlive the value) and moves on to the next slot: pops skip revoked
-//!   cells.
+//! - **Push** (tracked): write the value; replace the handle's word, whatever it holds, by
+//!   `stamp | c` with the next stamp (a compare-and-swap loop); then publish the state
+//!   `stamp | H` (a stack's pusher stores it into the node it owns; a queue's pusher CASes it
+//!   from `EMPTY`). If the queue's CAS fails (a popper poisoned the cell first), forget the
+//!   handle's word (below) before trying elsewhere; a stack's push whose CAS on the top fails
+//!   takes its state back with a CAS `stamp | H → TAKEN` and forgets the same way.
+//! - **Revoke**: read the handle's word `w = stamp | c` (none: `false`); CAS `c.state` from
+//!   `stamp | H` to `REVOKED`. Success means the item is out of the bag: no pop will return
+//!   it. The revoker then forgets `w` and returns `true`. Any other state (taken, poisoned, a
+//!   different item, or a later push of the same item with another stamp) means the push the
+//!   revoker read no longer holds the slot: `false`. The revoker never touches the value; the
+//!   bag's copy stays in the slot until a pop passes over the slot and drops it (or the bag is
+//!   dropped), so a slot is only ever recycled by the thread that unlinked it.
+//! - **Pop**: the popper that reaches the slot swaps the state to `TAKEN`. It gets
+//!   `stamp | H`: it owns the value and forgets `stamp | c`. It gets `REVOKED`: the slot was
+//!   revoked; the popper drops the bag's copy of the value without touching the handle (the
+//!   revoker forgets its word, and the handle need not outlive the value) and moves on to the
+//!   next slot: pops skip revoked cells.
+//! - **Forget** `w`: a compare-and-swap of the handle's word from `w` to "none", keeping the
+//!   stamp. It succeeds only if no tracked push of the item has come since the push that wrote
+//!   `w`.
 //!
 //! Of a concurrent revoke and pop of the same item, exactly one wins: both are single
-//! read-modify-writes on the same word, which must read `H` to win, and each winner replaces
-//! `H`. The handle is cleared only by a compare-and-swap from this slot's address, so a handle
-//! never goes back to an old slot.
+//! read-modify-writes on the same word, which must read `stamp | H` to win, and each winner
+//! replaces it; that word comes back only with a push of the same item into the same slot
+//! with the same stamp, 2^16 tracked pushes of the item later.
+//!
+//! Stamps make a late forget harmless. A stack recycles a node as soon as a pop has passed
+//! it, so between a revoker's winning CAS and its forget, a pop can skip the revoked node, and
+//! a tracked push of another copy of the item can land in that very node, pointing the handle
+//! at the same address. The new push's word carries the next stamp, so the revoker's forget,
+//! from the old word, fails, and the new copy stays tracked. (A queue's cells are never reused
+//! while a revoker that read one of their addresses is pinned, below, so the queue did not
+//! need stamps for this; it carries them all the same, as the encoding is shared.)
+//!
+//! **Residual risk.** The stamp wraps: a late forget erases a newer copy's tracking if, while
+//! one revoker stands between its winning CAS and its forget (a few instructions, unless its
+//! thread is preempted there), the item is pushed with tracking a multiple of 2^16 times (and
+//! taken out between pushes) and the last of those pushes lands in the very slot the revoker
+//! read. Then [`RevokeHandle::is_in_bag`] says `false` and `revoke` cannot find that copy
+//! (no memory is misused, and a pop still returns it once). An owner that pushes an item only
+//! while it holds it, and holds a revoked item only once `revoke` has returned `true`, never
+//! pushes during a revoke of it, and is not exposed. On a 32-bit target there are no bits for
+//! the stamp, and where an address lies at or above 2^48 (only in a process that maps memory
+//! there on purpose) the push goes unstamped: there the late forget works as without stamps
+//! (see the `slot` module).
 //!
 //! # Linearization points
 //!
-//! A successful revoke takes effect at its CAS `H → REVOKED`; a failed one at its load of the
-//! handle (if empty) or its failed CAS. A tracked push takes effect at its CAS `EMPTY → H`.
+//! A tracked push takes effect at the compare-and-swap that makes it reachable to pops: a
+//! queue's CAS `EMPTY → stamp | H`, a stack's CAS on the top. A stack's pusher stores the
+//! state into the node it owns before that CAS, so a revoke may mark the node in between: the
+//! push and the revoke then both take effect at the revoke's CAS (the item goes in and comes
+//! out at once), and the push reports success. A successful revoke takes effect at its CAS
+//! `stamp | H → REVOKED`. A failed revoke takes effect at its load of the handle if that
+//! found none; otherwise at its failed CAS, or, if the slot then held a later push of the
+//! same item, at a moment between its load and its CAS when the copy it read had been taken
+//! out by a pop or a revoke and the later one was not yet pushed: the item was in no bag then.
+//! The handle's word is a snapshot that may run ahead of these points (set just before the
+//! push takes effect, forgotten just after the removal does).
 //!
 //! # Memory safety of a stale slot address
 //!
@@ -55,8 +94,8 @@
 //! 2. The address of slot `c` is written into a handle once, by the pusher of `c` after it
 //!    drew the ticket of `c` in a linked segment (never into a segment that is not linked yet,
 //!    which a lost link CAS would free at once), and removed
-//!    (by a compare-and-swap from `c`) by that pusher when its publishing CAS fails, by the
-//!    popper that takes the value, or by the revoker that marks it. The pusher and the unique
+//!    (by a compare-and-swap from the word that push wrote) by that pusher when its publishing
+//!    CAS fails, by the popper that takes the value, or by the revoker that marks it. The pusher and the unique
 //!    popper of `c` hold `S` while they do so, so they remove it before the first function
 //!    deferred for `S` runs. A winning revoker won its CAS before the popper of `c` swapped the
 //!    state, so it was pinned before that first function ran, and it removes the address
@@ -69,11 +108,7 @@
 //! Under `cfg(pitlane_loom)` the queue keeps retired segments until it is dropped instead (loom
 //! cannot model crossbeam-epoch), which is what lets loom check the slot protocol itself.
 
-use core::ptr;
-
-use pitlane_sync::shim::atomic::{AtomicPtr, Ordering};
-
-use crate::slot::{REVOKED, Slot};
+use crate::slot::{Slot, TrackWord};
 use crate::weak_bag::{PushError, WeakBag};
 
 /// Where a revocable item sits: the address of its slot, or nothing.
@@ -90,9 +125,10 @@ use crate::weak_bag::{PushError, WeakBag};
 #[derive(Debug, Default)]
 #[repr(align(8))]
 pub struct RevokeHandle {
-    /// The [`Slot`] holding the item (type-erased), or null when it is in no bag (as far as a
-    /// revoker needs to know: during a push attempt it may name a slot not yet published).
-    slot: AtomicPtr<()>,
+    /// The [`Slot`] holding the item (type-erased), or none when it is in no bag (as far as a
+    /// revoker needs to know: during a push attempt it may name a slot not yet published),
+    /// with the stamp of the item's latest tracked push (the encoding is the `slot` module's).
+    word: TrackWord,
 }
 
 impl RevokeHandle {
@@ -107,7 +143,7 @@ impl RevokeHandle {
     #[cfg(not(pitlane_loom))]
     pub const fn new() -> Self {
         Self {
-            slot: AtomicPtr::new(ptr::null_mut()),
+            word: TrackWord::new(),
         }
     }
 
@@ -115,7 +151,7 @@ impl RevokeHandle {
     #[cfg(pitlane_loom)]
     pub fn new() -> Self {
         Self {
-            slot: AtomicPtr::new(ptr::null_mut()),
+            word: TrackWord::new(),
         }
     }
 
@@ -142,24 +178,13 @@ impl RevokeHandle {
     /// assert!(!page.0.is_in_bag());
     /// ```
     pub fn is_in_bag(&self) -> bool {
-        !self.slot.load(Ordering::Acquire).is_null()
+        self.word.names_a_slot()
     }
 
-    /// Records that the item is about to be published in the slot at `slot`.
+    /// What a tracked push of the item passes to the slot (see `Slot::track`).
     #[inline]
-    pub(crate) fn set(&self, slot: *const ()) {
-        self.slot.store(slot.cast_mut(), Ordering::Release);
-    }
-
-    /// Forgets the slot at `slot`, unless the handle already names another one (or none).
-    #[inline]
-    pub(crate) fn clear_if(&self, slot: *const ()) {
-        let _ = self.slot.compare_exchange(
-            slot.cast_mut(),
-            ptr::null_mut(),
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
+    pub(crate) fn tag(&self) -> usize {
+        self.word.tag()
     }
 }
 
@@ -216,17 +241,12 @@ where
     /// the race for it. The bag's own copy of the item stays in the slot until a pop passes
     /// over it or the bag is dropped, and is dropped then.
     ///
-    /// **Known defect** (found by an audit, not fixed yet; the ignored loom model
-    /// `a_late_revoker_does_not_untrack_the_page_pushed_again_into_its_node` in
-    /// `tests/loom_bagpipe.rs`): in a [`Stack`](crate::stack::Stack) (and a Bagpipe of stacks),
-    /// a revoke that has won its compare-and-swap clears the item's handle a moment later. If
-    /// in that moment a pop passes the revoked node, the node is reused at once, and another
-    /// copy of the same item is pushed with tracking into that very node, the late clear
-    /// erases the new push's tracking: [`RevokeHandle::is_in_bag`] then says `false` and
-    /// `revoke` cannot find that copy, though a pop returns it. Until it is fixed, do not push
-    /// a copy of an item with tracking while a revoke of it may still be running: an owner
-    /// that pushes only what it owns, and owns a revoked item only once `revoke` has returned
-    /// `true`, never does. No memory of the bag is misused either way.
+    /// Of a concurrent revoke and pop of the same item, exactly one wins. After `revoke`
+    /// returns `true`, [`RevokeHandle::is_in_bag`] says `false` unless another copy of the item
+    /// has been pushed with tracking since, and a revoke never erases the tracking of a copy
+    /// pushed while it runs, even one pushed into the very slot it has just revoked (see "The
+    /// protocol" in the [module documentation](self), with its residual risk: the 16-bit
+    /// stamp that tells such pushes apart wraps after 2^16 tracked pushes of the item).
     ///
     /// # Safety
     ///
@@ -243,23 +263,7 @@ where
 /// structure never frees slots before it is dropped and is not dropped, or the caller is pinned
 /// as described in the module doc.
 pub(crate) unsafe fn revoke_slot<T: Revocable>(item: &T) -> bool {
-    let handle = item.revoke_handle();
-    let at = handle.slot.load(Ordering::Acquire);
-    if at.is_null() {
-        return false;
-    }
-    let tag = crate::slot::tag_of(handle);
-    // SAFETY: a non-null handle names a slot of a structure that stores `T` (the item was
-    // pushed into it), alive by the caller's contract; the pointer carries the provenance of
-    // the structure's allocation.
-    let slot = unsafe { &*at.cast::<Slot<T>>() };
-    // Mark the slot dead if it still holds this very item.
-    let revoked = slot
-        .state
-        .compare_exchange(tag, REVOKED, Ordering::AcqRel, Ordering::Relaxed)
-        .is_ok();
-    if revoked {
-        handle.clear_if(at);
-    }
-    revoked
+    // SAFETY: the handle of a `T` only ever names slots of `T` (the item was pushed into a
+    // structure that stores `T`), alive by the caller's contract.
+    unsafe { Slot::<T>::revoke(&item.revoke_handle().word) }
 }

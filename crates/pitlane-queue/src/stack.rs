@@ -934,11 +934,12 @@ impl<T> Stack<T> {
         }
     }
 
-    /// A node for `item`, published with state `tag` (`FULL`, or its handle's address), not
-    /// yet linked. `Err(item)` if the stack has no node left ([`MAX_NODES`] are in use).
-    /// Inlined: a call of its own cost every push a tenth of its instructions.
+    /// A node for `item`, pushed with `tag` (`FULL`, or its handle's tag), not yet linked, and
+    /// the state it was published with (`FULL`, or the handle's tag with this push's mark).
+    /// `Err(item)` if the stack has no node left ([`MAX_NODES`] are in use). Inlined: a call
+    /// of its own cost every push a tenth of its instructions.
     #[inline(always)]
-    fn prepare(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(u32, &Node<T>), T> {
+    fn prepare(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(u32, &Node<T>, usize), T> {
         let Some(index) = self.allocate_in(cache) else {
             return Err(item);
         };
@@ -947,13 +948,13 @@ impl<T> Stack<T> {
         // its value was moved out before it was recycled.
         unsafe { node.slot.write(item) };
         // SAFETY: `tag` is `FULL` or the handle of the item just written, alive while it is.
-        unsafe { node.slot.track(tag) };
-        node.slot.state.store(tag, Ordering::Relaxed);
-        Ok((index, node))
+        let state = unsafe { node.slot.track(tag) };
+        node.slot.state.store(state, Ordering::Relaxed);
+        Ok((index, node, state))
     }
 
     fn try_push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(), PushError<T>> {
-        let (index, node) = self.prepare(item, tag, cache).map_err(PushError::Full)?;
+        let (index, node, state) = self.prepare(item, tag, cache).map_err(PushError::Full)?;
         // Relaxed: the push reads nothing through the top it found, it only links to it.
         let (mut top, mut guessed) = self.first_top(cache, Ordering::Relaxed);
         loop {
@@ -970,7 +971,7 @@ impl<T> Stack<T> {
                 }
                 // A wrong guess is no lost race: go on from the word the CAS read.
                 Err(now) if guessed => (top, guessed) = (now, false),
-                Err(_) => return self.unprepare(index, node, tag, cache),
+                Err(_) => return self.unprepare(index, node, state, cache),
             }
         }
     }
@@ -982,19 +983,19 @@ impl<T> Stack<T> {
         &self,
         index: u32,
         node: &Node<T>,
-        tag: usize,
+        state: usize,
         cache: Cache<'_>,
     ) -> Result<(), PushError<T>> {
         let outcome = if node
             .slot
             .state
-            .compare_exchange(tag, TAKEN, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(state, TAKEN, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
             // SAFETY: the node was never linked and its state was ours to take back.
             let item = unsafe { node.slot.read() };
-            // SAFETY: `item` is alive, so is its handle.
-            unsafe { node.slot.untrack(tag) };
+            // SAFETY: `item` is alive, so is its handle; `state` is what `track` returned.
+            unsafe { node.slot.untrack(state) };
             Err(PushError::Transient(item))
         } else {
             debug_assert_eq!(node.slot.state.load(Ordering::Relaxed), REVOKED);
@@ -1009,7 +1010,7 @@ impl<T> Stack<T> {
     }
 
     fn push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) {
-        let (index, node) = match self.prepare(item, tag, cache) {
+        let (index, node, _) = match self.prepare(item, tag, cache) {
             Ok(prepared) => prepared,
             Err(item) => crate::weak_bag::full(item),
         };
@@ -1305,12 +1306,12 @@ impl<T> WeakBag for Stack<T> {
 
 impl<T: Revocable> RevocableBag for Stack<T> {
     fn try_push_revocable(&self, item: T) -> Result<(), PushError<T>> {
-        let tag = slot::tag_of(item.revoke_handle());
+        let tag = item.revoke_handle().tag();
         self.try_push_tagged(item, tag, Cache::Shared)
     }
 
     fn push_revocable(&self, item: T) {
-        let tag = slot::tag_of(item.revoke_handle());
+        let tag = item.revoke_handle().tag();
         self.push_tagged(item, tag, Cache::Shared)
     }
 

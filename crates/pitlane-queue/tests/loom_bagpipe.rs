@@ -80,19 +80,26 @@ fn revoke_against_pop_on_a_stack_node() {
 
 /// Revoke races the push itself: it may find the item or not, but a revoked item is never
 /// popped and one that was not revoked is.
+///
+/// The revoker is the spawned thread: loom does not run a spawned thread ahead of the main
+/// thread's first steps, so with the roles the other way round (as this model first had them)
+/// the revoke always ran before the push and only one execution was explored.
 fn revoke_against_push<B>(bag: B)
 where
     B: RevocableBag<Item = PageRef> + Send + Sync + 'static,
 {
     let bag = Arc::new(bag);
     let target = page(2);
-    let pusher = {
+    let revoker = {
         let (bag, target) = (bag.clone(), target.clone());
-        thread::spawn(move || bag.push_revocable(target))
+        thread::spawn(move || {
+            let _alive = &bag;
+            // SAFETY: the page is pushed only into `bag`, which this thread keeps alive.
+            unsafe { B::revoke(&target) }
+        })
     };
-    // SAFETY: the page is pushed only into `bag`, alive here.
-    let revoked = unsafe { B::revoke(&target) };
-    pusher.join().unwrap();
+    bag.push_revocable(target.clone());
+    let revoked = revoker.join().unwrap();
     let popped = bag.pop();
     assert_eq!(popped.is_some(), !revoked);
     assert!(!target.0.handle.is_in_bag());
@@ -229,14 +236,13 @@ extern crate pitlane_alloc;
 
 /// A revoke that wins its CAS on a stack node and clears the handle late, after a pop has
 /// skipped the revoked node, recycled it, and a push has put the same page (another copy) into
-/// that very node: the revoker's `clear_if(node)` then matches the new push's address and
-/// clears the handle of a page that is in the stack. Afterwards `is_in_bag` says false and
-/// `revoke` cannot find the page, though a pop returns it.
+/// that very node: the revoker's late clear must not erase the new push's tracking (the
+/// handle's word carries the new push's stamp, so it differs from the word the revoker read).
+/// Afterwards `is_in_bag` agrees with whether a pop finds the page.
 ///
-/// Defect (found by the queue audit, not fixed): node reuse in the stack is immediate, so the
-/// revoker's late clear is an ABA on the handle word. See the audit report for the proposed fix.
+/// Without stamps (the defect the queue audit found), the revoker's clear matched the new
+/// push's address: `is_in_bag` said false though a pop returned the page.
 #[test]
-#[ignore = "defect: a late revoker clears the handle of a page pushed again into the same stack node"]
 fn a_late_revoker_does_not_untrack_the_page_pushed_again_into_its_node() {
     loom::model(|| {
         let stack = Arc::new(Stack::<PageRef>::new());
@@ -263,5 +269,113 @@ fn a_late_revoker_does_not_untrack_the_page_pushed_again_into_its_node() {
             "the handle says in the bag: {in_bag}, but {} copies were popped",
             rest.len()
         );
+    });
+}
+
+/// Every copy of `target` pushed so far is popped or revoked exactly once, and the handle says
+/// "in the bag" exactly when a copy is still in it: pops what is left and checks both.
+fn copies_accounted_for<B: RevocableBag<Item = PageRef>>(
+    bag: &B,
+    target: &PageRef,
+    pushed: usize,
+    popped: usize,
+    revoked: usize,
+) {
+    let in_bag = target.0.handle.is_in_bag();
+    let rest: Vec<PageRef> = std::iter::from_fn(|| bag.pop()).collect();
+    assert_eq!(
+        popped + revoked + rest.len(),
+        pushed,
+        "{pushed} copies pushed: {popped} popped, {revoked} revoked, {} left",
+        rest.len()
+    );
+    assert_eq!(
+        in_bag,
+        !rest.is_empty(),
+        "the handle says in the bag: {in_bag}, but {} copies were left",
+        rest.len()
+    );
+}
+
+/// Two revokers of the same page race a pop that may skip the revoked node and a push of
+/// another copy of the page, which may land in the node just recycled: whichever revoker wins,
+/// and whenever each clears the handle, the second copy stays tracked, and each copy is taken
+/// out once.
+#[test]
+fn two_revokers_race_a_pop_and_a_push_of_another_copy_into_the_recycled_node() {
+    loom::model(|| {
+        let stack = Arc::new(Stack::<PageRef>::new());
+        let target = page(4);
+        stack.push_revocable(target.clone());
+        let revokers: Vec<_> = (0..2)
+            .map(|_| {
+                let (stack, target) = (stack.clone(), target.clone());
+                thread::spawn(move || {
+                    let _alive = &stack;
+                    // SAFETY: the page is pushed only into `stack`, kept alive by this thread.
+                    unsafe { Stack::revoke(&target) }
+                })
+            })
+            .collect();
+        let popped = stack.pop().is_some();
+        stack.push_revocable(target.clone());
+        let revoked = revokers
+            .into_iter()
+            .map(|revoker| revoker.join().unwrap())
+            .filter(|&won| won)
+            .count();
+        copies_accounted_for(&*stack, &target, 2, usize::from(popped), revoked);
+    });
+}
+
+/// The same race on a Bagpipe of stacks, whose handle pops and pushes walk the pipes.
+#[test]
+fn a_late_revoker_on_a_bagpipe_of_stacks_leaves_the_new_copy_tracked() {
+    loom::model(|| {
+        let bag = Arc::new(Bagpipe::<Stack<PageRef>>::with_pipes(1).unwrap());
+        let target = page(5);
+        bag.push_revocable(target.clone());
+        let revoker = {
+            let (bag, target) = (bag.clone(), target.clone());
+            thread::spawn(move || {
+                // SAFETY: the page is pushed only into `bag`, kept alive by this thread.
+                unsafe { bag.revoke(&target) }
+            })
+        };
+        let popped = bag.pop().is_some();
+        bag.push_revocable(target.clone());
+        let revoked = usize::from(revoker.join().unwrap());
+        copies_accounted_for(&*bag, &target, 2, usize::from(popped), revoked);
+    });
+}
+
+/// A revoker races a tracked push into a queue cell whose publishing CAS a popper may make
+/// fail (the popper poisons the cell it finds empty: in 74 of the executions explored with
+/// two preemptions): the push then takes its page back, forgets the cell in the handle and
+/// pushes again into a later cell. The revoker may read either cell's address; the page is
+/// popped or revoked exactly once, and the handle agrees with what is left.
+#[test]
+fn a_revoke_racing_a_tracked_push_whose_publish_fails_on_a_queue() {
+    loom::model(|| {
+        let queue = Arc::new(Queue::<PageRef, 2>::with_segment_size());
+        let target = page(6);
+        let revoker = {
+            let (queue, target) = (queue.clone(), target.clone());
+            thread::spawn(move || {
+                let _alive = &queue;
+                // SAFETY: the page is pushed only into `queue`, kept alive by this thread.
+                unsafe { Queue::<PageRef, 2>::revoke(&target) }
+            })
+        };
+        // One attempt: it may poison the pusher's cell before the page is published.
+        let popper = {
+            let queue = queue.clone();
+            thread::spawn(move || usize::from(queue.try_pop().is_ok()))
+        };
+        // The pusher is the main thread, whose steps loom interleaves with the others'.
+        queue.push_revocable(target.clone());
+        let popped = popper.join().unwrap();
+        let revoked = usize::from(revoker.join().unwrap());
+        copies_accounted_for(&*queue, &target, 1, popped, revoked);
     });
 }
