@@ -16,6 +16,10 @@ use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::Stack;
 use pitlane_queue::{PopError, PushError};
 
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
+
 /// A push that must not fail: no other operation runs beside it.
 fn push_alone<T: std::fmt::Debug>(push: impl FnOnce(T) -> Result<(), PushError<T>>, item: T) {
     if let Err(error) = push(item) {

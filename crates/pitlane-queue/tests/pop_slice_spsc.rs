@@ -13,6 +13,10 @@ use std::rc::Rc;
 use pitlane_queue::spsc::{self, Builder, PopError, ReadChunk};
 use proptest::prelude::*;
 
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
+
 #[test]
 fn an_empty_buffer_pops_nothing() {
     let (mut producer, mut consumer) = spsc::channel(4);

@@ -12,6 +12,10 @@ use pitlane_queue::mpmc::Queue;
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::Stack;
 
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
+
 #[derive(Clone, Debug)]
 struct Page(Arc<RevokeHandle>);
 

@@ -21,6 +21,10 @@ use pitlane_queue::mpmc::Queue;
 use pitlane_queue::stack::Stack;
 use pitlane_testkit::stress::run_threads;
 
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
+
 /// More than the 128 seats, so that at least 12 threads hold none while all are alive.
 const THREADS: usize = 140;
 const EACH: usize = 300;

@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use pitlane_slab::{Config, ShmSlab};
 
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
+
 const CONFIG: Config = Config::new(32, 64).with_shards(2);
 const HOLD: usize = 4;
 

@@ -19,6 +19,10 @@ use pitlane_wait::notify::{Notified, OwnedNotified};
 use pitlane_wait::queue::{Decision, Node, NodeStatus, WAKE_BATCH, WaitQueue};
 use pitlane_wait::{Notify, Semaphore};
 
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
+
 fn poll<F: Future>(future: Pin<&mut F>, waker: &CountingWaker) -> Poll<F::Output> {
     waker.with_context(|cx| future.poll(cx))
 }
