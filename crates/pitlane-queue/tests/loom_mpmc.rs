@@ -7,6 +7,11 @@
 //! atomic of the protocol itself, and loom's `UnsafeCell` tracking checks that no two threads
 //! ever touch a value at once.
 //!
+//! The operations that race each run in a spawned thread, never on the main thread right after
+//! the spawn: loom does not run a spawned thread ahead of the main thread's first steps, so a
+//! model with the racing operation on the main thread explored a single execution (see
+//! docs/notes/loom-coverage.md).
+//!
 //! ```text
 //! RUSTFLAGS="--cfg pitlane_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
 //!     cargo test --release -p pitlane-queue --test 'loom_*'
@@ -35,8 +40,13 @@ fn a_push_racing_a_pop_is_delivered_exactly_once() {
             thread::spawn(move || queue.push(7))
         };
         // One attempt: it may find the cell before the value (poisoning it) or nothing at all.
-        let first = queue.try_pop();
+        // Both sides run in spawned threads (see the module doc).
+        let popper = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.try_pop())
+        };
         pusher.join().unwrap();
+        let first = popper.join().unwrap();
         let rest = drain(&queue);
         match first {
             Ok(value) => {
@@ -57,8 +67,12 @@ fn try_push_against_try_pop_loses_nothing() {
             // A single attempt: it fails only if the pop poisoned its cell.
             thread::spawn(move || queue.try_push(1).is_ok())
         };
-        let popped = queue.try_pop();
+        let popper = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.try_pop())
+        };
         let pushed = pusher.join().unwrap();
+        let popped = popper.join().unwrap();
         let rest = drain(&queue);
         match (pushed, popped) {
             (true, Ok(1)) => assert!(rest.is_empty()),
@@ -78,13 +92,12 @@ fn one_producer_crossing_segments_keeps_fifo_order() {
             // Three pushes fill segment 0 and link segment 1.
             thread::spawn(move || (1..=3).for_each(|v| queue.push(v)))
         };
-        let mut got = Vec::new();
-        for _ in 0..2 {
-            if let Some(value) = queue.pop() {
-                got.push(value);
-            }
-        }
+        let consumer = {
+            let queue = queue.clone();
+            thread::spawn(move || [queue.pop(), queue.pop()])
+        };
         producer.join().unwrap();
+        let mut got: Vec<usize> = consumer.join().unwrap().into_iter().flatten().collect();
         got.extend(drain(&queue));
         assert_eq!(got, [1, 2, 3]);
     });
@@ -150,8 +163,12 @@ fn a_pop_concurrent_with_a_segment_link_sees_the_value_or_empty() {
             let queue = queue.clone();
             thread::spawn(move || queue.push(3))
         };
-        let popped = queue.pop();
+        let popper = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.pop())
+        };
         pusher.join().unwrap();
+        let popped = popper.join().unwrap();
         match popped {
             Some(value) => {
                 assert_eq!(value, 3);
@@ -206,8 +223,12 @@ fn an_announced_push_racing_a_pop_is_delivered_exactly_once() {
             // write.
             thread::spawn(move || queue.try_push([7; 9]).is_ok())
         };
-        let popped = queue.try_pop();
+        let popper = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.try_pop())
+        };
         let pushed = pusher.join().unwrap();
+        let popped = popper.join().unwrap();
         let rest: Vec<Large> = std::iter::from_fn(|| queue.pop()).collect();
         match (pushed, popped) {
             (true, Ok(value)) => {
