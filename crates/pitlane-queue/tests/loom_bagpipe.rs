@@ -159,11 +159,19 @@ fn bagpipe_handles_walking_two_pipes_lose_nothing() {
                 handle.pop_bounded(2).ok()
             })
         };
-        let handle = bag.handle();
-        handle.push(2);
-        // Empty or a lost race: the value is then drained below.
-        let mine = handle.try_pop().ok();
+        // This side runs in a spawned thread too: loom does not run a spawned thread ahead of
+        // the main thread's first steps, so on the main thread it explored only 4 executions.
+        let mine = {
+            let bag = bag.clone();
+            thread::spawn(move || {
+                let handle = bag.handle();
+                handle.push(2);
+                // Empty or a lost race: the value is then drained below.
+                handle.try_pop().ok()
+            })
+        };
         let theirs = other.join().unwrap();
+        let mine = mine.join().unwrap();
         let mut all: Vec<usize> = mine.into_iter().chain(theirs).collect();
         all.extend(std::iter::from_fn(|| bag.pop()));
         all.sort_unstable();
