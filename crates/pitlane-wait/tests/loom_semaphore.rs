@@ -122,12 +122,18 @@ fn waiters_are_served_in_fifo_order() {
         let mut cx = Context::from_waker(Waker::noop());
         assert!(big.as_mut().poll(&mut cx).is_pending());
         assert!(small.as_mut().poll(&mut cx).is_pending());
-        let releaser = {
-            let semaphore = semaphore.clone();
-            thread::spawn(move || semaphore.add_permits(1))
-        };
-        semaphore.add_permits(1);
-        releaser.join().unwrap();
+        // Both releases run in spawned threads: loom does not run a spawned thread ahead of the
+        // main thread's first steps, so with one release on the main thread this model explored
+        // only 6 executions.
+        let releasers: Vec<_> = (0..2)
+            .map(|_| {
+                let semaphore = semaphore.clone();
+                thread::spawn(move || semaphore.add_permits(1))
+            })
+            .collect();
+        for releaser in releasers {
+            releaser.join().unwrap();
+        }
         // Two permits went to the head (the big request), none to the small one behind it.
         let Poll::Ready(Ok(permit)) = big.as_mut().poll(&mut cx) else {
             panic!("the head was not served")
