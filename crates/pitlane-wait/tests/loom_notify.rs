@@ -38,8 +38,12 @@ fn notify_one_reaches_a_waiter_that_enqueues_concurrently() {
             let notify = notify.clone();
             thread::spawn(move || block_on(notify.notified()))
         };
-        notify.notify_one();
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_one())
+        };
         waiter.join().unwrap();
+        notifier.join().unwrap();
     });
 }
 
@@ -132,8 +136,12 @@ fn a_dropped_chosen_waiter_forwards_the_notification() {
         assert!(!first.as_mut().enable());
         assert!(!second.as_mut().enable());
         let dropper = thread::spawn(move || drop(first));
-        notify.notify_one();
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_one())
+        };
         dropper.join().unwrap();
+        notifier.join().unwrap();
         // The notification went to `second` (directly, or forwarded by the dropped `first`).
         assert!(second.as_mut().enable(), "a notification was lost");
         let mut third = pin!(notify.notified());
@@ -148,8 +156,12 @@ fn a_dropped_sole_waiter_leaves_the_notification_as_a_permit() {
         let mut only = Box::pin(notify.clone().notified_owned());
         assert!(!only.as_mut().enable());
         let dropper = thread::spawn(move || drop(only));
-        notify.notify_one();
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_one())
+        };
         dropper.join().unwrap();
+        notifier.join().unwrap();
         let mut next = pin!(notify.notified());
         assert!(next.as_mut().enable(), "a notification was lost");
     });
@@ -164,8 +176,12 @@ fn a_waiter_dropped_during_notify_waiters_leaves_safely() {
         assert!(!a.as_mut().enable());
         assert!(!b.as_mut().enable());
         let dropper = thread::spawn(move || drop(a));
-        notify.notify_waiters();
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_waiters())
+        };
         dropper.join().unwrap();
+        notifier.join().unwrap();
         assert!(b.as_mut().enable());
         let mut after = pin!(notify.notified());
         assert!(!after.as_mut().enable());
@@ -179,8 +195,12 @@ fn a_waiter_enqueued_during_notify_waiters_is_drained_or_stays_reachable() {
         let mut queued = Box::pin(notify.clone().notified_owned());
         assert!(!queued.as_mut().enable());
         let newcomer = newcomer(&notify);
-        notify.notify_waiters();
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_waiters())
+        };
         let (mut late, ready) = newcomer.join().unwrap();
+        notifier.join().unwrap();
         assert!(
             queued.as_mut().enable(),
             "the queued waiter missed the broadcast"
@@ -247,12 +267,16 @@ fn a_coalesced_notify_one_happens_before_the_wake_up_that_takes_the_permit() {
                 notify.notify_one();
             })
         };
-        let seen = {
-            let mut notified = pin!(notify.notified());
-            assert!(notified.as_mut().enable(), "a permit was stored");
-            data.load(Ordering::Relaxed)
+        let taker = {
+            let (notify, data) = (notify.clone(), data.clone());
+            thread::spawn(move || {
+                let mut notified = pin!(notify.notified());
+                assert!(notified.as_mut().enable(), "a permit was stored");
+                data.load(Ordering::Relaxed)
+            })
         };
         notifier.join().unwrap();
+        let seen = taker.join().unwrap();
         // No permit left: the notifier's notify_one coalesced with the permit taken above, so
         // its write must have been visible when the permit was taken (as with tokio's, whose
         // notify_one writes NOTIFIED over NOTIFIED for this, and `Thread::unpark`).
@@ -312,8 +336,12 @@ fn a_waiter_waiting_before_it_decides_sees_a_broadcast_from_after_its_creation()
             let ready = late.as_mut().enable();
             (late, ready)
         });
-        notify.notify_waiters();
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_waiters())
+        };
         let (mut late, ready) = newcomer.join().unwrap();
+        notifier.join().unwrap();
         assert!(
             ready || late.as_mut().enable(),
             "the newcomer missed the broadcast"
