@@ -22,8 +22,14 @@ fn pushes_and_pops_race_on_the_top_without_loss() {
                 stack.pop()
             })
         };
-        let mine = stack.pop();
+        // The main thread's side runs in a spawned thread too: loom does not run a spawned
+        // thread ahead of the main thread's first steps (docs/notes/loom-coverage.md).
+        let mine = {
+            let stack = stack.clone();
+            thread::spawn(move || stack.pop())
+        };
         let theirs = other.join().unwrap();
+        let mine = mine.join().unwrap();
         let mut all: Vec<u32> = [mine, theirs].into_iter().flatten().collect();
         // The count beside the top is exact once every operation has finished.
         assert_eq!(stack.len(), 2 - all.len());
