@@ -55,8 +55,14 @@ where
             unsafe { B::revoke(&target) }
         })
     };
-    let popped = bag.pop();
+    // The pop runs in a spawned thread too: loom does not run a spawned thread ahead of the
+    // main thread's first steps (docs/notes/loom-coverage.md).
+    let popper = {
+        let bag = bag.clone();
+        thread::spawn(move || bag.pop())
+    };
     let revoked = revoker.join().unwrap();
+    let popped = popper.join().unwrap();
     match popped {
         Some(page) => {
             assert!(!revoked, "popped and revoked");
@@ -81,9 +87,10 @@ fn revoke_against_pop_on_a_stack_node() {
 /// Revoke races the push itself: it may find the item or not, but a revoked item is never
 /// popped and one that was not revoked is.
 ///
-/// The revoker is the spawned thread: loom does not run a spawned thread ahead of the main
-/// thread's first steps, so with the roles the other way round (as this model first had them)
-/// the revoke always ran before the push and only one execution was explored.
+/// Revoker and pusher are both spawned threads: loom does not run a spawned thread ahead of the
+/// main thread's first steps, so with the revoke on the main thread (as this model first had
+/// it) the revoke always ran before the push and only one execution was explored; with the
+/// push on the main thread, 11.
 fn revoke_against_push<B>(bag: B)
 where
     B: RevocableBag<Item = PageRef> + Send + Sync + 'static,
@@ -98,7 +105,12 @@ where
             unsafe { B::revoke(&target) }
         })
     };
-    bag.push_revocable(target.clone());
+    // The push runs in a spawned thread too, so that either side may start first.
+    let pusher = {
+        let (bag, target) = (bag.clone(), target.clone());
+        thread::spawn(move || bag.push_revocable(target))
+    };
+    pusher.join().unwrap();
     let revoked = revoker.join().unwrap();
     let popped = bag.pop();
     assert_eq!(popped.is_some(), !revoked);
@@ -132,8 +144,13 @@ fn pops_skip_a_revoked_cell_while_another_pop_races() {
                 unsafe { Queue::<PageRef, 2>::revoke(&first) }
             })
         };
-        let got = bag.pop().map(|p| p.0.number);
+        // The pop runs in a spawned thread too (see `revoke_against_pop`).
+        let popper = {
+            let bag = bag.clone();
+            thread::spawn(move || bag.pop().map(|p| p.0.number))
+        };
         let revoked = revoker.join().unwrap();
+        let got = popper.join().unwrap();
         let rest: Vec<usize> = std::iter::from_fn(|| bag.pop())
             .map(|p| p.0.number)
             .collect();
@@ -194,9 +211,15 @@ fn bagpipe_revoke_finds_the_item_in_whichever_pipe() {
             let bag = bag.clone();
             thread::spawn(move || bag.handle().pop().map(|p| p.0.number))
         };
-        // SAFETY: the page was pushed into `bag`, alive here.
-        let revoked = unsafe { bag.revoke(&target) };
+        // The revoke runs in a spawned thread too: loom does not run a spawned thread ahead of
+        // the main thread's first steps (docs/notes/loom-coverage.md).
+        let revoker = {
+            let (bag, target) = (bag.clone(), target.clone());
+            // SAFETY: the page was pushed into `bag`, which this thread keeps alive.
+            thread::spawn(move || unsafe { bag.revoke(&target) })
+        };
         let popped = popper.join().unwrap();
+        let revoked = revoker.join().unwrap();
         assert_ne!(revoked, popped == Some(3));
         assert!(bag.pop().is_none());
     });
