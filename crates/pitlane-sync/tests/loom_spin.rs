@@ -31,10 +31,11 @@ macro_rules! mutual_exclusion {
                         unsafe { shared.0.unlock() };
                     }
                 };
-                let workers: Vec<_> = (0..$threads - 1)
-                    .map(|_| thread::spawn(increment(shared.clone(), false)))
+                // Every increment runs in a spawned thread: loom does not run a spawned thread
+                // ahead of the main thread's first steps (docs/notes/loom-coverage.md).
+                let workers: Vec<_> = (0..$threads)
+                    .map(|i| thread::spawn(increment(shared.clone(), i == 0)))
                     .collect();
-                increment(shared.clone(), true)();
                 for w in workers {
                     w.join().unwrap();
                 }
