@@ -203,13 +203,19 @@ fn a_chunk_commit_racing_a_chunk_read_delivers_in_order() {
             assert_eq!(chunk.fill_from_iter([2, 3]), 2);
             producer
         });
-        let mut got = Vec::new();
-        if let Ok(chunk) = consumer.read_chunk(2) {
-            got.extend(chunk);
-        } else if let Ok(value) = consumer.try_pop() {
-            got.push(value);
-        }
+        // The read runs in a spawned thread too: loom does not run a spawned thread ahead of
+        // the main thread's first steps (docs/notes/loom-coverage.md).
+        let reader = thread::spawn(move || {
+            let mut got = Vec::new();
+            if let Ok(chunk) = consumer.read_chunk(2) {
+                got.extend(chunk);
+            } else if let Ok(value) = consumer.try_pop() {
+                got.push(value);
+            }
+            (consumer, got)
+        });
         let _producer = pusher.join().unwrap();
+        let (mut consumer, mut got) = reader.join().unwrap();
         got.extend(consumer.try_iter());
         assert_eq!(got, [2, 3]);
     });
