@@ -193,13 +193,14 @@ fn poison_and_link_races_between_three_threads_lose_nothing() {
                 thread::spawn(move || queue.push(value))
             })
             .collect();
-        let mut got: Vec<usize> = [queue.try_pop(), queue.try_pop()]
-            .into_iter()
-            .flatten()
-            .collect();
+        let consumer = {
+            let queue = queue.clone();
+            thread::spawn(move || [queue.try_pop(), queue.try_pop()])
+        };
         for producer in producers {
             producer.join().unwrap();
         }
+        let mut got: Vec<usize> = consumer.join().unwrap().into_iter().flatten().collect();
         got.extend(drain(&queue));
         assert_eq!(
             got[0], 0,
