@@ -24,8 +24,16 @@ fn acquire_and_release_on_two_threads() {
                 drop(permit);
             })
         };
-        let permit = block_on(semaphore.acquire()).unwrap();
-        drop(permit);
+        // Both acquirers are spawned threads: loom does not run a spawned thread ahead of the
+        // main thread's first steps (docs/notes/loom-coverage.md).
+        let mine = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || {
+                let permit = block_on(semaphore.acquire()).unwrap();
+                drop(permit);
+            })
+        };
+        mine.join().unwrap();
         other.join().unwrap();
         assert_eq!(semaphore.available_permits(), 1);
     });
@@ -42,7 +50,11 @@ fn a_partial_acquire_is_completed_by_a_release() {
                 assert_eq!(permit.num_permits(), 2);
             })
         };
-        semaphore.add_permits(1);
+        let releaser = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.add_permits(1))
+        };
+        releaser.join().unwrap();
         waiter.join().unwrap();
         assert_eq!(semaphore.available_permits(), 2);
     });
@@ -56,7 +68,11 @@ fn close_wakes_a_waiter_with_an_error() {
             let semaphore = semaphore.clone();
             thread::spawn(move || block_on(semaphore.acquire()).is_err())
         };
-        semaphore.close();
+        let closer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.close())
+        };
+        closer.join().unwrap();
         assert!(waiter.join().unwrap());
         assert!(semaphore.is_closed());
     });
