@@ -118,10 +118,17 @@ fn notify_waiters_stores_no_permit_against_a_racing_enable() {
             thread::spawn(move || notify.notify_waiters())
         };
         // Created concurrently with the broadcast: it may or may not see it, but no permit
-        // is left behind either way.
-        let mut notified = pin!(notify.notified());
-        let _ = notified.as_mut().enable();
+        // is left behind either way. It runs in a spawned thread: loom does not run a spawned
+        // thread ahead of the main thread's first steps (docs/notes/loom-coverage.md).
+        let enabler = {
+            let notify = notify.clone();
+            thread::spawn(move || {
+                let mut notified = pin!(notify.notified());
+                let _ = notified.as_mut().enable();
+            })
+        };
         notifier.join().unwrap();
+        enabler.join().unwrap();
         let mut after = pin!(notify.notified());
         assert!(!after.as_mut().enable(), "notify_waiters stored a permit");
     });
