@@ -4,6 +4,7 @@ Cargo.lock pins, and that version's sources (with its tests/) in the cargo regis
 import glob
 import os
 import re
+import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,3 +39,14 @@ def registry_sources(tool, package, version, test_files):
         f"the sources of {package} {version} (with its tests/) are not in the cargo registry "
         f"({pattern}); run `cargo fetch` in {ROOT} first",
     )
+
+
+def fresh_scratch(scratch):
+    """Makes `scratch` a crate directory with an empty tests/ (removing the tests of an earlier
+    run) and a src/, and returns the path of tests/."""
+    tests_dir = os.path.join(scratch, "tests")
+    if os.path.isdir(tests_dir):
+        shutil.rmtree(tests_dir)
+    os.makedirs(os.path.join(scratch, "src"), exist_ok=True)
+    os.makedirs(tests_dir)
+    return tests_dir

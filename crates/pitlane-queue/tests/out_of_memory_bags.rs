@@ -57,6 +57,25 @@ fn push_panics<B: WeakBag<Item = Page>>(bag: &B, item: Page) -> String {
         .unwrap_or_default()
 }
 
+/// Memory is back: pushes `count` more pages with `push`, which must all succeed.
+fn push_more<B: WeakBag<Item = Page>>(bag: &B, next: &mut u64, model: &mut Vec<u64>, count: usize) {
+    for _ in 0..count {
+        bag.push(page(*next));
+        model.push(*next);
+        *next += 1;
+    }
+}
+
+/// Pops every page, checking each is whole, and returns their numbers in popping order.
+fn pop_all<B: WeakBag<Item = Page>>(bag: &B) -> Vec<u64> {
+    std::iter::from_fn(|| bag.pop())
+        .map(|p| {
+            assert_eq!(p, page(p.0[0]), "a page came out damaged");
+            p.0[0]
+        })
+        .collect()
+}
+
 fn queue_refuses_and_recovers() {
     // 64 cells of 4 KiB: a segment is 256 KiB.
     let queue: Queue<Page, 64> = Queue::with_segment_size();
@@ -89,17 +108,8 @@ fn queue_refuses_and_recovers() {
         "a refused push changed the length"
     );
     // Memory is back: pushes succeed again, and everything comes out in order.
-    for _ in 0..200 {
-        queue.push(page(next));
-        model.push(next);
-        next += 1;
-    }
-    let popped: Vec<u64> = std::iter::from_fn(|| queue.pop())
-        .map(|p| {
-            assert_eq!(p, page(p.0[0]), "a page came out damaged");
-            p.0[0]
-        })
-        .collect();
+    push_more(&queue, &mut next, &mut model, 200);
+    let popped: Vec<u64> = pop_all(&queue);
     assert_eq!(popped, model);
 }
 
@@ -129,17 +139,8 @@ fn stack_refuses_and_recovers() {
     assert_eq!(refused.into_inner(), page(next));
     assert!(message.contains("could not be allocated"), "{message:?}");
     assert_eq!(stack.len(), model.len());
-    for _ in 0..2_000 {
-        stack.push(page(next));
-        model.push(next);
-        next += 1;
-    }
-    let popped: Vec<u64> = std::iter::from_fn(|| stack.pop())
-        .map(|p| {
-            assert_eq!(p, page(p.0[0]), "a page came out damaged");
-            p.0[0]
-        })
-        .collect();
+    push_more(&stack, &mut next, &mut model, 2_000);
+    let popped: Vec<u64> = pop_all(&stack);
     model.reverse();
     assert_eq!(popped, model, "the stack lost or reordered a page");
 }
@@ -156,12 +157,8 @@ fn bagpipe_of_queues_refuses_and_recovers() {
         "every pipe refused: Full, got {refused:?}"
     );
     assert_eq!(refused.into_inner(), page(next));
-    for _ in 0..200 {
-        bag.push(page(next));
-        model.push(next);
-        next += 1;
-    }
-    let mut popped: Vec<u64> = std::iter::from_fn(|| bag.pop()).map(|p| p.0[0]).collect();
+    push_more(&bag, &mut next, &mut model, 200);
+    let mut popped: Vec<u64> = pop_all(&bag);
     popped.sort_unstable();
     assert_eq!(popped, model, "the Bagpipe lost or duplicated a page");
     assert_eq!(bag.pop(), None, "nothing is left behind");

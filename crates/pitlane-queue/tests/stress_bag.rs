@@ -22,7 +22,7 @@ use pitlane_queue::revoke::RevocableBag;
 use pitlane_queue::stack::Stack;
 use pitlane_queue::{BagHandle, WeakBag};
 use pitlane_testkit::pages::Page;
-use pitlane_testkit::stress::run_threads;
+use pitlane_testkit::stress::{epoch_ready, run_threads};
 
 /// Threads per run; more than the two cores of the test machines, on purpose.
 const THREADS: usize = 4;
@@ -35,32 +35,6 @@ fn short_ops() -> usize {
         200_000
     } else {
         600_000
-    }
-}
-
-/// Makes the one-time setup of crossbeam-epoch's global collector (which the queue pins)
-/// happen before any thread of any test touches it, through atomics that ThreadSanitizer sees.
-///
-/// The collector is set up behind a `std::sync::Once`, and the CI's ThreadSanitizer run uses a
-/// standard library built without the sanitizer, so the `Once` itself is invisible to it: a
-/// thread that merely finds the collector ready would be reported as racing with the thread
-/// that set it up. Each test calls this first; the first caller pins (setting the collector
-/// up), every other caller waits for its `Release` store.
-fn epoch_ready() {
-    static STATE: AtomicU8 = AtomicU8::new(0);
-    const READY: u8 = 2;
-    match STATE.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
-        Ok(_) => {
-            let queue = Queue::<u8, 1>::with_segment_size();
-            queue.push(0);
-            assert_eq!(queue.pop(), Some(0));
-            STATE.store(READY, Ordering::Release);
-        }
-        Err(_) => {
-            while STATE.load(Ordering::Acquire) != READY {
-                thread::yield_now();
-            }
-        }
     }
 }
 

@@ -28,7 +28,7 @@
 //! ```
 #![cfg(not(pitlane_loom))]
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ use pitlane_queue::mpmc::Queue;
 use pitlane_queue::revoke::RevocableBag;
 use pitlane_queue::stack::Stack;
 use pitlane_testkit::pages::Page;
-use pitlane_testkit::stress::run_threads;
+use pitlane_testkit::stress::{epoch_ready, run_threads};
 
 /// How many threads can hold a seat at once (the crate's `seat::SEATS`).
 const SEATS: usize = 128;
@@ -55,27 +55,6 @@ fn rounds() -> usize {
         20_000
     } else {
         400_000
-    }
-}
-
-/// Makes the one-time setup of crossbeam-epoch's global collector (which the queue pins)
-/// happen before any thread of any test touches it, through atomics that ThreadSanitizer sees
-/// (as in `stress_bag.rs`: the collector's `Once` is invisible to the sanitizer here).
-fn epoch_ready() {
-    static STATE: AtomicU8 = AtomicU8::new(0);
-    const READY: u8 = 2;
-    match STATE.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
-        Ok(_) => {
-            let queue = Queue::<u8, 1>::with_segment_size();
-            queue.push(0);
-            assert_eq!(queue.pop(), Some(0));
-            STATE.store(READY, Ordering::Release);
-        }
-        Err(_) => {
-            while STATE.load(Ordering::Acquire) != READY {
-                thread::yield_now();
-            }
-        }
     }
 }
 

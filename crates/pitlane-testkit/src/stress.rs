@@ -96,6 +96,40 @@ pub fn run_threads<R: Send>(threads: usize, body: impl Fn(usize) -> R + Sync) ->
     results
 }
 
+/// Makes the one-time setup of crossbeam-epoch's global collector (which pitlane-queue's MPMC
+/// queue pins) happen before any thread of any test touches it, through atomics that
+/// ThreadSanitizer sees.
+///
+/// The collector is set up behind a `std::sync::Once`, and the CI's ThreadSanitizer run uses a
+/// standard library built without the sanitizer, so the `Once` itself is invisible to it: a
+/// thread that merely finds the collector ready would be reported as racing with the thread
+/// that set it up. A stress test calls this first; the first caller pins (setting the
+/// collector up), every other caller waits for its `Release` store.
+///
+/// ```
+/// pitlane_testkit::stress::epoch_ready();
+/// ```
+#[cfg(not(pitlane_loom))]
+pub fn epoch_ready() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    const READY: u8 = 2;
+    match STATE.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
+        Ok(_) => {
+            let queue = pitlane_queue::mpmc::Queue::<u8, 1>::with_segment_size();
+            queue.push(0);
+            assert_eq!(queue.pop(), Some(0));
+            STATE.store(READY, Ordering::Release);
+        }
+        Err(_) => {
+            while STATE.load(Ordering::Acquire) != READY {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
