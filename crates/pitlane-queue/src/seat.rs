@@ -150,7 +150,8 @@ pub struct Held<'call> {
 impl Held<'_> {
     /// The proof for the calling thread's seat; `None` if it holds none (yet, or any more).
     /// The caller hands it on only for the duration of one call.
-    #[cfg_attr(pitlane_loom, allow(dead_code))]
+    // Under loom `SEATS` is 0, so the comparison is always false: no thread holds a seat there.
+    #[cfg_attr(pitlane_loom, allow(dead_code, clippy::absurd_extreme_comparisons))]
     #[inline(always)]
     pub(crate) fn now() -> Option<Self> {
         let seat = as_held();
@@ -161,6 +162,7 @@ impl Held<'_> {
     }
 
     /// The seat, below [`SEATS`].
+    #[cfg_attr(pitlane_loom, allow(clippy::absurd_extreme_comparisons))]
     #[inline(always)]
     pub(crate) fn index(self) -> usize {
         // SAFETY: `now` makes a `Held` only for a seat below `SEATS`, and nothing changes it.

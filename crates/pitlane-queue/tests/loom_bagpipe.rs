@@ -287,11 +287,19 @@ fn a_late_revoker_does_not_untrack_the_page_pushed_again_into_its_node() {
                 unsafe { Stack::revoke(&target) }
             })
         };
-        // Pop (skipping the node if it was revoked), then push the page again.
-        let popped = stack.pop();
-        stack.push_revocable(target.clone());
+        // Pop (skipping the node if it was revoked), then push the page again, in a thread of
+        // its own: loom does not run a spawned thread ahead of the main thread's first steps
+        // (docs/notes/loom-coverage.md).
+        let repusher = {
+            let (stack, target) = (stack.clone(), target.clone());
+            thread::spawn(move || {
+                let popped = stack.pop();
+                stack.push_revocable(target);
+                popped
+            })
+        };
         let _revoked = revoker.join().unwrap();
-        drop(popped);
+        drop(repusher.join().unwrap());
         let in_bag = target.0.handle.is_in_bag();
         let rest: Vec<PageRef> = std::iter::from_fn(|| stack.pop()).collect();
         assert_eq!(
@@ -373,9 +381,18 @@ fn a_late_revoker_on_a_bagpipe_of_stacks_leaves_the_new_copy_tracked() {
                 unsafe { bag.revoke(&target) }
             })
         };
-        let popped = bag.pop().is_some();
-        bag.push_revocable(target.clone());
+        // The pop and the push again race the revoker from a thread of their own (see the
+        // model above).
+        let repusher = {
+            let (bag, target) = (bag.clone(), target.clone());
+            thread::spawn(move || {
+                let popped = bag.pop().is_some();
+                bag.push_revocable(target);
+                popped
+            })
+        };
         let revoked = usize::from(revoker.join().unwrap());
+        let popped = repusher.join().unwrap();
         copies_accounted_for(&*bag, &target, 2, usize::from(popped), revoked);
     });
 }

@@ -127,13 +127,19 @@ fn len_and_peek_keep_their_promises() {
             }
             room
         });
-        let queued = consumer.len();
-        assert!(queued >= 1);
-        for expected in 0..queued {
-            assert_eq!(consumer.peek(), Ok(&expected));
-            assert_eq!(consumer.try_pop(), Ok(expected));
-        }
+        // The consumer runs in a thread of its own: loom does not run a spawned thread ahead
+        // of the main thread's first steps (docs/notes/loom-coverage.md).
+        let consumer_thread = thread::spawn(move || {
+            let queued = consumer.len();
+            assert!(queued >= 1);
+            for expected in 0..queued {
+                assert_eq!(consumer.peek(), Ok(&expected));
+                assert_eq!(consumer.try_pop(), Ok(expected));
+            }
+            (consumer, queued)
+        });
         let room = producer_thread.join().unwrap();
+        let (mut consumer, queued) = consumer_thread.join().unwrap();
         let rest: Vec<usize> = consumer.try_iter().collect();
         assert_eq!(rest, (queued..=room).collect::<Vec<_>>());
     });

@@ -90,6 +90,12 @@ pub struct LoomLock {
 unsafe impl Sync for LoomLock {}
 
 #[cfg(pitlane_loom)]
+// SAFETY: `guard` is `Some` only while the lock is held, and this crate holds it only within a
+// call that borrows the lock, so a `LoomLock` that moves to another thread carries no guard.
+// (Without this, `Notify` and `Semaphore` would be `!Send` under loom but `Send` in production.)
+unsafe impl Send for LoomLock {}
+
+#[cfg(pitlane_loom)]
 // SAFETY: loom's mutex gives mutual exclusion with acquire/release semantics.
 unsafe impl Lock for LoomLock {
     fn lock(&self) {

@@ -97,14 +97,17 @@ fn notify_last_and_notify_one_reach_two_enabled_waiters() {
 #[test]
 fn notify_waiters_reaches_a_notified_created_before_it() {
     loom::model(|| {
-        let notify = Arc::new(Notify::new());
-        let notified = notify.notified();
+        let notify = StdArc::new(Notify::new());
+        // Created before the broadcast, first polled in a thread of its own while the
+        // broadcast runs (loom does not run a spawned thread ahead of the main thread's first
+        // steps, docs/notes/loom-coverage.md): it must complete whichever comes first.
+        let notified = Box::pin(notify.clone().notified_owned());
         let notifier = {
             let notify = notify.clone();
             thread::spawn(move || notify.notify_waiters())
         };
-        // Polled while the broadcast runs: it must complete whichever comes first.
-        block_on(notified);
+        let waiter = thread::spawn(move || block_on(notified));
+        waiter.join().unwrap();
         notifier.join().unwrap();
     });
 }
@@ -310,9 +313,15 @@ fn a_waiter_that_waits_behind_queued_waiters_keeps_their_order() {
         // Polled while a notify_one takes `first` out: it waits behind `first`, then enqueues
         // (the queue may be empty by then, but no permit is stored: the notify_one went to
         // `first`).
+        // Both racing sides in spawned threads: loom does not run a spawned thread ahead of
+        // the main thread's first steps (docs/notes/loom-coverage.md).
         let newcomer = newcomer(&notify);
-        notify.notify_one();
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_one())
+        };
         let (mut late, ready) = newcomer.join().unwrap();
+        notifier.join().unwrap();
         assert!(
             !ready,
             "the newcomer took a notification meant for the first waiter"
