@@ -123,7 +123,7 @@ impl std::error::Error for PipeCountError {}
 /// Where a thread pushes and pops next, and the odd stride that walks it on. Positions are
 /// reduced by each Bagpipe's mask when used.
 #[derive(Clone, Copy, Debug)]
-struct Walk {
+pub(crate) struct Walk {
     /// The pipe pushes start at: the thread's home, left only when a push there loses a race.
     push_at: usize,
     /// The pipe pops start at: the last one that gave an item.
@@ -133,6 +133,17 @@ struct Walk {
 }
 
 impl Walk {
+    /// A thread's walk before it is made: a valid walk (from pipe 0, stride 1), so that a
+    /// Bagpipe's plain call over stacks can use it without a test (see [`Bagpipe::plain`]);
+    /// its stride of 1 marks it as not made yet. A made walk's stride is 1 only with odds of
+    /// 2^-63, and such a walk would only be made again, which changes where it starts.
+    #[cfg_attr(pitlane_loom, allow(dead_code))]
+    pub(crate) const UNMADE: Walk = Walk {
+        push_at: 0,
+        pop_at: 0,
+        stride: 1,
+    };
+
     /// A walk from pipe `start` with a stride chosen by `seed`.
     fn new(start: usize, seed: u64) -> Self {
         Walk {
@@ -151,25 +162,13 @@ fn splitmix64(seed: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-#[cfg(not(pitlane_loom))]
-thread_local! {
-    /// The walk used by calls on a [`Bagpipe`] itself (not through a [`Handle`]); positions
-    /// are reduced by each Bagpipe's mask, so one walk serves them all. A stride of 0 (never
-    /// the stride of a made walk, which is odd) means not made yet.
-    static THREAD_WALK: Cell<Walk> = const {
-        Cell::new(Walk {
-            push_at: 0,
-            pop_at: 0,
-            stride: 0,
-        })
-    };
-}
-
 /// Seeds for per-thread walks.
 #[cfg(not(pitlane_loom))]
 static THREAD_WALKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Runs `f` with this thread's walk, making it on first use.
+/// Runs `f` with this thread's walk, making it on first use. The walk is kept in the seat
+/// module's thread-local `Local`, beside the seat, and serves every Bagpipe (positions are
+/// reduced by each Bagpipe's mask).
 ///
 /// `f` runs outside `LocalKey::with`: given the whole walk as its closure, `with` was
 /// compiled out of line, and reached the thread-local through an indirect call on every
@@ -178,32 +177,59 @@ static THREAD_WALKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 #[cfg(not(pitlane_loom))]
 #[inline(always)]
 fn with_thread_walk<R>(f: impl FnOnce(&Cell<Walk>) -> R) -> R {
-    let walk: *const Cell<Walk> = THREAD_WALK.with(core::ptr::from_ref);
-    // SAFETY: `THREAD_WALK` is initialized by a constant and has no destructor, so its storage
-    // is the calling thread's for the thread's whole life, never moved nor freed before the
-    // thread ends, and this call runs on that thread; a `Cell` is only ever shared by
-    // reference, so re-entrant calls from `f` (a value's `Drop` that uses a Bagpipe) are fine.
-    let walk = unsafe { &*walk };
-    if walk.get().stride == 0 {
-        walk.set(new_thread_walk());
+    // SAFETY: the seat module's thread-local `Local` is initialized by a constant and has no
+    // destructor, so its storage is the calling thread's for the thread's whole life, never
+    // moved nor freed before the thread ends, and this call runs on that thread; its fields are
+    // `Cell`s, only ever shared by reference, so re-entrant calls from `f` (a value's `Drop`
+    // that uses a Bagpipe) are fine.
+    let walk = unsafe { &(*crate::seat::local()).walk };
+    if walk.get().stride == Walk::UNMADE.stride {
+        make_walk(walk);
     }
     f(walk)
 }
 
-/// The first walk of a thread: consecutive threads start on consecutive pipes.
+/// Makes the first walk of the calling thread, in `walk`: consecutive threads start on
+/// consecutive pipes.
 #[cfg(not(pitlane_loom))]
 #[cold]
-fn new_thread_walk() -> Walk {
+#[inline(never)]
+fn make_walk(walk: &Cell<Walk>) {
     let n = THREAD_WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Walk::new(n as usize, n)
+    walk.set(Walk::new(n as usize, n));
 }
 
-/// Makes the calling thread's walk if it has none yet. The seat module calls this when the
-/// thread takes a seat, so that a seated thread's walk is always made (see [`Bagpipe::plain`]).
+/// Makes the walk of a thread that takes its seat, if it has none yet. The seat is taken by a
+/// stack's plain call, which may be the first attempt of a Bagpipe's plain call over stacks
+/// that started with the unmade walk: the walk then changes under that call, whose first
+/// attempt was on the unmade walk's pipe, not on the new walk's. The flag set here tells the
+/// rest of the walk (`push_walk_contended`, `pop_walk_contended`) not to count that attempt
+/// in its run of full or empty pipes, so that the call still sees every pipe on the walk it
+/// goes on with.
 #[cfg(not(pitlane_loom))]
 #[cold]
-pub(crate) fn make_thread_walk() {
-    with_thread_walk(|_| ());
+pub(crate) fn make_walk_on_sitting_down(local: &crate::seat::Local) {
+    if local.walk.get().stride == Walk::UNMADE.stride {
+        make_walk(&local.walk);
+        local.walk_made_in_call.set(true);
+    }
+}
+
+/// Whether the calling thread's walk was made as it took its seat since the last call of this
+/// function (see [`make_walk_on_sitting_down`]); clears the flag.
+#[cfg(not(pitlane_loom))]
+#[inline]
+fn walk_made_in_call() -> bool {
+    // SAFETY: as in `with_thread_walk`.
+    let local = unsafe { &*crate::seat::local() };
+    local.walk_made_in_call.replace(false)
+}
+
+/// Under loom walks are never made in a call.
+#[cfg(pitlane_loom)]
+#[inline]
+fn walk_made_in_call() -> bool {
+    false
 }
 
 /// Under loom: a fixed walk for every call, because a model must behave the same way in every
@@ -265,15 +291,18 @@ impl<B: WeakBag + Default> Default for Bagpipe<B> {
 }
 
 impl<B: WeakBag> Bagpipe<B> {
-    /// Runs a plain call: `seated` with this thread's walk and the proof of its seat, looked
-    /// up once for the whole call and handed to each pipe tried (so that a stack pipe finds its
-    /// stash for the seat without looking the seat up again), where the pipes keep state per
-    /// seat and the thread holds a seat; `unseated` with the walk alone otherwise (pipes
-    /// without per-seat state, a thread past [`SEATS`](crate::seat) threads, a call from a
-    /// thread-local destructor at thread exit), whose pipes then make their own plain calls.
-    /// Where the pipes keep state per seat, the seated case is the only one in line: a thread
-    /// that holds a seat has its walk made (the seat module makes it when the thread sits
-    /// down), so the walk is neither tested nor made here.
+    /// Runs a plain call: where the pipes keep state per seat, `seated` with this thread's walk
+    /// and its seat as it stands (`Held`, read once for the whole call and handed to each pipe
+    /// tried, so that a stack pipe finds its stash for the seat without looking the seat up
+    /// again); otherwise `unseated` with the walk alone, whose pipes then make their own plain
+    /// calls.
+    ///
+    /// The seated case tests nothing here, so that its code is as short as a handle's (and
+    /// callers' loops keep it in line, as they keep a handle's): the walk is always a valid one
+    /// (see [`Walk::UNMADE`]; a thread's walk is made when it takes its seat), and a pipe
+    /// itself sends a call whose seat is none, or has no state in it yet, to its own plain
+    /// call, out of line (a thread's first call, a thread past [`SEATS`](crate::seat)
+    /// threads, a call from a thread-local destructor at thread exit).
     #[cfg(not(pitlane_loom))]
     #[inline(always)]
     fn plain<A, R>(
@@ -285,24 +314,10 @@ impl<B: WeakBag> Bagpipe<B> {
         if !B::SEATED {
             return with_thread_walk(|walk| unseated(walk, arg));
         }
-        match Held::now() {
-            Some(seat) => {
-                let walk: *const Cell<Walk> = THREAD_WALK.with(core::ptr::from_ref);
-                // SAFETY: as in `with_thread_walk`.
-                let walk = unsafe { &*walk };
-                debug_assert_ne!(walk.get().stride, 0, "a seated thread's walk is made");
-                seated(walk, seat, arg)
-            }
-            None => Self::seatless(arg, unseated),
-        }
-    }
-
-    /// [`plain`](Self::plain) for a thread without a seat, over pipes with per-seat state.
-    #[cfg(not(pitlane_loom))]
-    #[cold]
-    #[inline(never)]
-    fn seatless<A, R>(arg: A, unseated: impl FnOnce(&Cell<Walk>, A) -> R) -> R {
-        with_thread_walk(|walk| unseated(walk, arg))
+        // SAFETY: as in `with_thread_walk`.
+        let local = unsafe { &*crate::seat::local() };
+        // The walk and the seat from one thread-local: one computation of its address.
+        seated(&local.walk, Held::now_in(local), arg)
     }
 
     /// Under loom no thread holds a seat.
@@ -520,6 +535,11 @@ impl<B: WeakBag> Bagpipe<B> {
             PushError::Transient(_) => (1, 0),
             PushError::Full(_) => (0, 1),
         };
+        if walk_made_in_call() {
+            // The first attempt was on the unmade walk, not on `current`: see
+            // `make_walk_on_sitting_down`.
+            full_run = 0;
+        }
         let mut item = first.into_inner();
         let outcome = loop {
             current.push_at = current.push_at.wrapping_add(current.stride);
@@ -558,7 +578,12 @@ impl<B: WeakBag> Bagpipe<B> {
         for _ in 0..self.pipes.len() {
             match attempt(current.pop_at & self.mask) {
                 Ok(item) => {
-                    walk.set(current);
+                    // Only the position: the walk may have been made meanwhile (see
+                    // `make_walk_on_sitting_down`); this round went on with the one it found.
+                    walk.set(Walk {
+                        pop_at: current.pop_at,
+                        ..walk.get()
+                    });
                     return Ok(item);
                 }
                 Err(PopError::Empty) => empty += 1,
@@ -604,6 +629,10 @@ impl<B: WeakBag> Bagpipe<B> {
             PopError::Empty => (1, 0),
             PopError::Transient => (0, 1),
         };
+        if walk_made_in_call() {
+            // As in `push_walk_contended`.
+            empty_run = 0;
+        }
         loop {
             if empty_run >= self.pipes.len() {
                 return Err(PopError::Empty);
@@ -1062,7 +1091,7 @@ mod tests {
             s.spawn(|| {
                 // The thread takes its seat in a plain call on a lone stack, before it ever
                 // calls the Bagpipe: its first Bagpipe call is already a seated one, which
-                // relies on the walk the seat module made when the thread sat down.
+                // makes the thread's walk before it tries a pipe.
                 let lone = Stack::new();
                 lone.push(0_u8);
                 assert!(crate::seat::as_held() < crate::seat::SEATS);
@@ -1071,6 +1100,68 @@ mod tests {
                 assert_eq!(got, (0..8).collect::<Vec<_>>());
             });
         });
+    }
+
+    #[test]
+    fn a_threads_first_call_takes_its_seat_midway_walks_every_pipe_and_keeps_the_made_walk() {
+        use crate::stack::Stack;
+        let bag: Bagpipe<Stack<u32>> = Bagpipe::with_pipes(8).unwrap();
+        // One item in one pipe of eight.
+        bag.pipes[5].push(5);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert!(
+                    crate::seat::as_held() >= crate::seat::SEATS,
+                    "a new thread holds no seat yet"
+                );
+                // SAFETY: as in `with_thread_walk`.
+                let walk = unsafe { &(*crate::seat::local()).walk };
+                assert_eq!(walk.get().stride, Walk::UNMADE.stride);
+                // The call makes the walk, then its first attempt takes the seat; whatever pipe
+                // it starts on, it walks every pipe and reaches pipe 5.
+                assert_eq!(bag.pop(), Some(5));
+                assert!(crate::seat::as_held() < crate::seat::SEATS);
+                assert_ne!(
+                    walk.get().stride,
+                    Walk::UNMADE.stride,
+                    "the made walk was kept"
+                );
+                assert_eq!(bag.pop(), None);
+            });
+        });
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // The same for a first push, which lands on the first pipe it tries.
+                // SAFETY: as in `with_thread_walk`.
+                let walk = unsafe { &(*crate::seat::local()).walk };
+                assert_eq!(walk.get().stride, Walk::UNMADE.stride);
+                bag.push(7);
+                assert_ne!(
+                    walk.get().stride,
+                    Walk::UNMADE.stride,
+                    "the made walk was kept"
+                );
+            });
+        });
+        assert_eq!(bag.pop(), Some(7));
+    }
+
+    #[test]
+    fn a_threads_first_pop_finds_an_item_on_the_pipe_its_new_walk_starts_on() {
+        use crate::stack::Stack;
+        use std::sync::atomic::Ordering::Relaxed;
+        // A new thread's first pop tries pipe 0 on the unmade walk, takes its seat there (which
+        // makes its walk, starting on pipe `n % 8` for the `n`-th walk made) and walks on with
+        // the new walk: it must still see every pipe, the new walk's start included. Other
+        // tests' threads may take a walk number meanwhile, so each round guesses `n`; the pop
+        // must find the item in any case.
+        for _ in 0..16 {
+            let bag: Bagpipe<Stack<u32>> = Bagpipe::with_pipes(8).unwrap();
+            let start = THREAD_WALKS.load(Relaxed) as usize & 7;
+            bag.pipes[start].push(1);
+            let got = std::thread::scope(|s| s.spawn(|| bag.pop()).join().unwrap());
+            assert_eq!(got, Some(1), "item on pipe {start}");
+        }
     }
 
     #[test]

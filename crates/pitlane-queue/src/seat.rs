@@ -6,9 +6,9 @@
 //! back when a thread exits, nor looked up by structure in a thread-local: the state stays in
 //! the structure, which frees it with itself, and the next thread to take the seat carries on
 //! with it. Moving the structure moves the array with it. A structure made of such structures
-//! (a [`Bagpipe`] of stacks) looks the seat up once per call and hands the proof of it
-//! ([`Held`]) to each part it calls, so that no part looks it up again; a thread that takes a
-//! seat also gets its Bagpipe walk then, so that a seated call need not check for it.
+//! (a [`Bagpipe`] of stacks) reads the seat once per call and hands it ([`Held`]) to each
+//! part it calls, so that no part looks it up again. The seat and the thread's Bagpipe walk
+//! share one thread-local ([`Local`]).
 //!
 //! Exclusivity: seat `s` is held by at most one live thread. A thread takes a free seat with
 //! an `Acquire` compare-and-swap on the seat map and gives it back from its thread-local
@@ -32,6 +32,7 @@ mod map {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     use super::SEATS;
+    use crate::bagpipe::Walk;
 
     /// Bit `s % 64` of word `s / 64` is set while seat `s` is held.
     static TAKEN: [AtomicU64; SEATS / 64] = [const { AtomicU64::new(0) }; SEATS / 64];
@@ -39,11 +40,57 @@ mod map {
     /// No seat held.
     const NONE: usize = usize::MAX;
 
+    /// A thread's seat and, beside it, the walk of its plain Bagpipe calls: one thread-local,
+    /// so that a Bagpipe's plain call finds both from one computation of the thread-local's
+    /// address (`docs/notes/plain-calls.md`, tenth session).
+    pub(crate) struct Local {
+        /// This thread's seat, or [`NONE`].
+        seat: Cell<usize>,
+        /// The walk of this thread's plain calls on Bagpipes (see `bagpipe`).
+        pub(crate) walk: Cell<Walk>,
+        /// Set when the walk was made as the thread took its seat, which may have happened
+        /// inside a Bagpipe call that had started with the walk not made yet (see `bagpipe`).
+        pub(crate) walk_made_in_call: Cell<bool>,
+    }
+
+    impl Local {
+        /// The seat as it stands: see [`as_held`].
+        #[inline(always)]
+        pub(crate) fn as_held(&self) -> usize {
+            self.seat.get()
+        }
+    }
+
     std::thread_local! {
-        /// This thread's seat, or [`NONE`]. No destructor, so reading it is one load.
-        static SEAT: Cell<usize> = const { Cell::new(NONE) };
+        /// This thread's seat and walk. Initialized by a constant and without destructor, so
+        /// reading it is one load and its storage lasts as long as the thread.
+        static LOCAL: Local = const {
+            Local {
+                seat: Cell::new(NONE),
+                walk: Cell::new(Walk::UNMADE),
+                walk_made_in_call: Cell::new(false),
+            }
+        };
         /// Gives the seat back when the thread exits; registered when the seat is taken.
         static HELD: Held = const { Held };
+    }
+
+    /// The address of the calling thread's [`Local`]: initialized by a constant and without
+    /// destructor, it stays valid, unmoved, for the whole life of the thread.
+    #[inline(always)]
+    pub(crate) fn local() -> *const Local {
+        LOCAL.with(core::ptr::from_ref)
+    }
+
+    /// This thread's seat, or [`NONE`].
+    #[inline(always)]
+    fn seat() -> usize {
+        LOCAL.with(|local| local.seat.get())
+    }
+
+    /// Sets this thread's seat.
+    fn set_seat(seat: usize) {
+        LOCAL.with(|local| local.seat.set(seat));
     }
 
     /// The holder of a seat, as far as thread-local destructors are concerned.
@@ -51,12 +98,12 @@ mod map {
 
     impl Drop for Held {
         fn drop(&mut self) {
-            let seat = SEAT.get();
+            let seat = seat();
             if seat != NONE {
                 // Later thread-local destructors of this thread find no seat, and cannot take
                 // one (`HELD` is gone): they take the callers' shared paths. Nor may they
                 // announce eras in the seat's word, which the next holder will write.
-                SEAT.set(NONE);
+                set_seat(NONE);
                 crate::era::seat_given_back();
                 // Release: our uses of per-seat state happen before the next holder's.
                 TAKEN[seat / 64].fetch_and(!(1 << (seat % 64)), Ordering::Release);
@@ -68,7 +115,7 @@ mod map {
     /// taken or the thread's thread-locals are being torn down.
     #[inline]
     pub(crate) fn current() -> Option<usize> {
-        let seat = SEAT.get();
+        let seat = seat();
         if seat != NONE {
             return Some(seat);
         }
@@ -81,13 +128,13 @@ mod map {
     /// with one comparison; on a miss it asks [`current`], which takes a seat.
     #[inline(always)]
     pub(crate) fn as_held() -> usize {
-        SEAT.get()
+        seat()
     }
 
     /// The calling thread's seat if it holds one; never takes one.
     #[cfg(target_os = "linux")]
     pub(crate) fn held() -> Option<usize> {
-        let seat = SEAT.get();
+        let seat = seat();
         (seat != NONE).then_some(seat)
     }
 
@@ -98,9 +145,10 @@ mod map {
         // Registers `HELD`'s destructor; fails once it has run.
         HELD.try_with(|_| ()).ok()?;
         let seat = take()?;
-        // A seated thread has its Bagpipe walk made: a Bagpipe's seated calls rely on it.
-        crate::bagpipe::make_thread_walk();
-        SEAT.set(seat);
+        set_seat(seat);
+        // A seated thread has its Bagpipe walk made: a Bagpipe's plain calls over stacks use
+        // the walk without testing it (until then they use the unmade walk, a valid one).
+        LOCAL.with(crate::bagpipe::make_walk_on_sitting_down);
         Some(seat)
     }
 
@@ -128,18 +176,20 @@ mod map {
 }
 
 #[cfg(not(pitlane_loom))]
-pub(crate) use map::{as_held, current};
+pub(crate) use map::{Local, as_held, current, local};
 
-/// Proof, for one call, that the calling thread holds seat [`index`](Self::index): what a
-/// [`Bagpipe`](crate::bagpipe::Bagpipe)'s plain call looks up once and hands to each pipe it
+/// The calling thread's seat as it stood when one call began: its number, below [`SEATS`], or
+/// a number of [`SEATS`] or more if the thread held none (yet, or any more). What a
+/// [`Bagpipe`](crate::bagpipe::Bagpipe)'s plain call reads once and hands to each pipe it
 /// tries (see `WeakBag::try_push_seated`), so that a pipe with per-seat state does not look
-/// the seat up again.
+/// the seat up again; the pipe indexes its per-seat array with `get`, so that one comparison
+/// tests "no seat" and the bounds, and sends a miss to its own plain call.
 ///
-/// Only this crate makes one, for a thread that holds a seat. It is neither `Send` nor `Sync`,
-/// so it never reaches another thread, and a pipe receives it with a lifetime of the call
-/// alone, so it cannot keep it past the call (in a thread-local, say). The seat cannot change
-/// hands during the call: a thread gives its seat back only from its own thread-local
-/// destructor, never inside a call.
+/// Only this crate makes one, from the calling thread's own [`Local`]. It is neither `Send`
+/// nor `Sync`, so it never reaches another thread, and a pipe receives it with a lifetime of
+/// the call alone, so it cannot keep it past the call (in a thread-local, say). A seat it
+/// names stays the calling thread's for the whole call: a thread gives its seat back only from
+/// its own thread-local destructor, never inside a call.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
 pub struct Held<'call> {
@@ -148,25 +198,20 @@ pub struct Held<'call> {
 }
 
 impl Held<'_> {
-    /// The proof for the calling thread's seat; `None` if it holds none (yet, or any more).
-    /// The caller hands it on only for the duration of one call.
-    // Under loom `SEATS` is 0, so the comparison is always false: no thread holds a seat there.
-    #[cfg_attr(pitlane_loom, allow(dead_code, clippy::absurd_extreme_comparisons))]
+    /// The calling thread's seat as it stands, read from its [`Local`]. The caller hands it on
+    /// only for the duration of one call.
+    #[cfg(not(pitlane_loom))]
     #[inline(always)]
-    pub(crate) fn now() -> Option<Self> {
-        let seat = as_held();
-        (seat < SEATS).then_some(Held {
-            seat,
+    pub(crate) fn now_in(local: &Local) -> Self {
+        Held {
+            seat: local.as_held(),
             _this_call: core::marker::PhantomData,
-        })
+        }
     }
 
-    /// The seat, below [`SEATS`].
-    #[cfg_attr(pitlane_loom, allow(clippy::absurd_extreme_comparisons))]
+    /// The seat, or a number of [`SEATS`] or more for none.
     #[inline(always)]
     pub(crate) fn index(self) -> usize {
-        // SAFETY: `now` makes a `Held` only for a seat below `SEATS`, and nothing changes it.
-        unsafe { core::hint::assert_unchecked(self.seat < SEATS) };
         self.seat
     }
 }

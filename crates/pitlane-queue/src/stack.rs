@@ -815,15 +815,21 @@ impl<T> Stack<T> {
     /// alike), the load of the cache and its null test; the rest is out of line.
     #[inline(always)]
     fn seat_cache(&self) -> Option<&SeatCache> {
-        if let Some(cache) = self.seats.get(seat::as_held()) {
-            // SAFETY: published by a release store that this acquire load sees (made by this
-            // thread or by an earlier holder of the seat, whose exit happens before our seat
-            // was taken), freed only when the stack is dropped, which `&self` outlives.
-            if let Some(made) = unsafe { cache.load(Ordering::Acquire).as_ref() } {
-                return Some(made);
-            }
+        match self.made_seat_cache(seat::as_held()) {
+            Some(made) => Some(made),
+            None => self.seat_cache_first(),
         }
-        self.seat_cache_first()
+    }
+
+    /// The cache of `seat` (the calling thread's seat as [`seat::as_held`] reads it) if the
+    /// thread holds a seat and the seat has a cache here; `None` otherwise.
+    #[inline(always)]
+    fn made_seat_cache(&self, seat: usize) -> Option<&SeatCache> {
+        let cache = self.seats.get(seat)?;
+        // SAFETY: published by a release store that this acquire load sees (made by this
+        // thread or by an earlier holder of the seat, whose exit happens before our seat was
+        // taken), freed only when the stack is dropped, which `&self` outlives.
+        unsafe { cache.load(Ordering::Acquire).as_ref() }
     }
 
     /// [`seat_cache`](Self::seat_cache) for a thread without a seat yet (or any more), or
@@ -837,16 +843,19 @@ impl<T> Stack<T> {
         Some(made.unwrap_or_else(|| self.seat_cache_new(seat)))
     }
 
-    /// The cache of `seat`, which the calling thread holds; made on the seat's first call on
-    /// this stack.
-    #[inline(always)]
-    fn held_seat_cache(&self, seat: seat::Held<'_>) -> &SeatCache {
-        let seat = seat.index();
-        // SAFETY: as in `seat_cache`.
-        match unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() } {
-            Some(made) => made,
-            None => self.seat_cache_new(seat),
-        }
+    /// A Bagpipe's plain push over this stack whose seat is none, or has no cache here yet:
+    /// the stack's own plain call (which takes a seat, makes its cache, or goes shared).
+    #[cold]
+    #[inline(never)]
+    fn try_push_unseated(&self, item: T) -> Result<(), PushError<T>> {
+        Stack::try_push(self, item)
+    }
+
+    /// The pop of [`try_push_unseated`](Self::try_push_unseated).
+    #[cold]
+    #[inline(never)]
+    fn try_pop_unseated(&self) -> Result<T, PopError> {
+        Stack::try_pop(self)
     }
 
     /// The first plain call of the holder of `seat` on this stack: make its cache.
@@ -1272,17 +1281,21 @@ impl<T> WeakBag for Stack<T> {
 
     #[inline(always)]
     fn try_push_seated(&self, seat: seat::Held<'_>, item: T) -> Result<(), PushError<T>> {
-        let cache = self.held_seat_cache(seat);
-        // SAFETY: the calling thread holds the seat of this cache for the whole call (see
-        // `seat::Held`), so it alone uses its stash, as in `in_seat_cache`.
-        self.try_push_tagged(item, FULL, unsafe { cache.own() })
+        match self.made_seat_cache(seat.index()) {
+            // SAFETY: the calling thread holds the seat of this cache for the whole call (see
+            // `seat::Held`), so it alone uses its stash, as in `in_seat_cache`.
+            Some(cache) => self.try_push_tagged(item, FULL, unsafe { cache.own() }),
+            None => self.try_push_unseated(item),
+        }
     }
 
     #[inline(always)]
     fn try_pop_seated(&self, seat: seat::Held<'_>) -> Result<T, PopError> {
-        let cache = self.held_seat_cache(seat);
-        // SAFETY: as in `try_push_seated`.
-        self.try_pop_in(unsafe { cache.own() })
+        match self.made_seat_cache(seat.index()) {
+            // SAFETY: as in `try_push_seated`.
+            Some(cache) => self.try_pop_in(unsafe { cache.own() }),
+            None => self.try_pop_unseated(),
+        }
     }
 
     #[inline]

@@ -77,10 +77,12 @@ pub trait WeakBag {
     #[doc(hidden)]
     const SEATED: bool = false;
 
-    /// [`try_push`](Self::try_push) by a thread that holds `seat`: what a Bagpipe's plain call
-    /// uses on its pipes, having looked the seat up once for the whole call. Bags with per-seat
-    /// state (the [`Stack`](crate::stack::Stack)) take it from here; the others need not
-    /// override this. Not for use outside this crate, which alone can make a `Held`.
+    /// [`try_push`](Self::try_push) by a thread whose seat is `seat` (as it stood when the
+    /// caller's call began; possibly none): what a Bagpipe's plain call uses on its pipes,
+    /// having read the seat once for the whole call. Bags with per-seat state (the
+    /// [`Stack`](crate::stack::Stack)) take it from here, and make their own plain call when
+    /// `seat` is none; the others need not override this. Not for use outside this crate,
+    /// which alone can make a `Held`.
     #[doc(hidden)]
     #[inline(always)]
     fn try_push_seated(
@@ -92,7 +94,7 @@ pub trait WeakBag {
         self.try_push(item)
     }
 
-    /// [`try_pop`](Self::try_pop) by a thread that holds `seat`: see
+    /// [`try_pop`](Self::try_pop) by a thread whose seat is `seat`: see
     /// [`try_push_seated`](Self::try_push_seated).
     #[doc(hidden)]
     #[inline(always)]

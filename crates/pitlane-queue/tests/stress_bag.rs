@@ -499,8 +499,9 @@ fn full_mpmc_plain_calls_on_one_cell_segments() {
 }
 
 /// More threads alive at once than there are seats (128): the threads without one take the
-/// shared paths (the stack's shared free list and count, the queue's epoch pin) beside threads
-/// with seats (stashes, eras), on the same structures at the same time.
+/// shared paths (the stack's shared free list and count, the queue's epoch pin, a Bagpipe of
+/// stacks whose pipes send a seatless call to their own plain calls) beside threads with seats
+/// (stashes, eras), on the same structures at the same time.
 #[test]
 fn more_threads_than_seats_mix_seated_and_unseated_calls() {
     epoch_ready();
@@ -508,9 +509,11 @@ fn more_threads_than_seats_mix_seated_and_unseated_calls() {
     const EACH: usize = 200;
     let queue = Queue::<u64, 2>::with_segment_size();
     let stack = Stack::new();
+    let bag: Bagpipe<Stack<u64>> = Bagpipe::with_pipes(4).unwrap();
     let arrived = AtomicUsize::new(0);
     let seen_queue: Vec<AtomicU8> = (0..CROWD * EACH).map(|_| AtomicU8::new(0)).collect();
     let seen_stack: Vec<AtomicU8> = (0..CROWD * EACH).map(|_| AtomicU8::new(0)).collect();
+    let seen_bag: Vec<AtomicU8> = (0..CROWD * EACH).map(|_| AtomicU8::new(0)).collect();
     run_threads(CROWD, |t| {
         // Every thread makes its first call only once all of them are alive, so that seats
         // run out.
@@ -528,6 +531,10 @@ fn more_threads_than_seats_mix_seated_and_unseated_calls() {
             if let Some(v) = stack.pop() {
                 assert_eq!(seen_stack[v as usize].fetch_add(1, Ordering::Relaxed), 0);
             }
+            bag.push(value);
+            if let Some(v) = bag.pop() {
+                assert_eq!(seen_bag[v as usize].fetch_add(1, Ordering::Relaxed), 0);
+            }
         }
     });
     for v in std::iter::from_fn(|| queue.pop()) {
@@ -543,7 +550,10 @@ fn more_threads_than_seats_mix_seated_and_unseated_calls() {
     for v in std::iter::from_fn(|| stack.pop()) {
         assert_eq!(seen_stack[v as usize].fetch_add(1, Ordering::Relaxed), 0);
     }
-    for seen in [&seen_queue, &seen_stack] {
+    for v in std::iter::from_fn(|| bag.pop()) {
+        assert_eq!(seen_bag[v as usize].fetch_add(1, Ordering::Relaxed), 0);
+    }
+    for seen in [&seen_queue, &seen_stack, &seen_bag] {
         assert!(
             seen.iter().all(|c| c.load(Ordering::Relaxed) == 1),
             "a value lost"
