@@ -392,6 +392,16 @@ unsafe fn kept_when_empty(heap: *mut HeapCore, page: *mut Page) -> bool {
 /// left to the slow path too, where [`free_small_checked`] refuses it: one compare of
 /// values this path loads anyway.
 ///
+/// A page in the full list is told by its empty free list, not by its list state: it went
+/// there with no free block (`alloc_slow`), and a local free into it while its `FULL` flag
+/// is set takes the slow path (the list is empty) and moves it back to its class list
+/// ([`free_local_slow`]). Once a remote free has cleared the flag (the page waits in
+/// `delayed`), a local free needs only the push, which is what [`free_small`] does then too.
+/// An empty free list of a page outside the full list (the current page just exhausted)
+/// sends the free to the slow path, which does the same push. So the null test and the
+/// double-free test are the two tests of the head this path loads anyway, and the list state
+/// is not read unless the free empties the page.
+///
 /// # Safety
 /// As [`free_small`].
 #[inline(always)]
@@ -406,10 +416,7 @@ pub(crate) unsafe fn free_fast(heap: *mut HeapCore, ptr: *mut u8) -> bool {
         let used = (*page).used.load(Ordering::Relaxed);
         let block = ptr.cast::<Block>();
         let head = (*page).free.get();
-        if (*page).list.get() == ListState::Full
-            || (used == 1 && !kept_when_empty(heap, page))
-            || ptr::eq(head, block)
-        {
+        if head.is_null() || ptr::eq(head, block) || (used == 1 && !kept_when_empty(heap, page)) {
             return false;
         }
         (*block).next = head;

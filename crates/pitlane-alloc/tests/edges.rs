@@ -295,3 +295,57 @@ fn the_raw_fast_paths_serve_or_decline_without_touching_what_they_decline() {
         }
     }
 }
+
+#[test]
+fn frees_into_a_full_page_through_the_fast_path_keep_every_block_once() {
+    use pitlane_alloc::raw;
+
+    // A thread of its own, so that its heap starts empty: its first page of the class fills
+    // and goes to the full list (with no free block) before the later pages are used.
+    std::thread::spawn(|| {
+        const SIZE: usize = 48;
+        const COUNT: usize = 4_000; // about three 64 KiB pages of 48-byte blocks
+        let blocks: Vec<*mut u8> = (0..COUNT)
+            .map(|i| {
+                let block = raw::malloc(SIZE, 8);
+                assert!(!block.is_null());
+                fill(block, SIZE, i as u8);
+                block
+            })
+            .collect();
+        // SAFETY: live blocks of ours, each freed once.
+        unsafe {
+            // The first blocks' page is full (unless this thread took over a parked heap
+            // whose page got remote frees meanwhile): the fast path declines the first free
+            // (its free list is empty), `free` takes it and moves the page back to its class
+            // list, and the next frees into the page need only the push. A debug build
+            // catches a count that goes wrong on the way (an overflow in `used`).
+            for (i, &block) in blocks.iter().enumerate().take(2) {
+                check(block, SIZE, i as u8);
+                if !raw::free_fast(block) {
+                    raw::free(block);
+                }
+            }
+            // A block just freed is the head of its page's free list (or its page went back
+            // to the pool): declined, nothing done.
+            assert!(!raw::free_fast(blocks[1]));
+            for (i, &block) in blocks.iter().enumerate().skip(2) {
+                check(block, SIZE, i as u8);
+                if !raw::free_fast(block) {
+                    raw::free(block);
+                }
+            }
+        }
+        // Every block came back once: what is handed out again is distinct.
+        let mut again: Vec<*mut u8> = (0..COUNT).map(|_| raw::malloc(SIZE, 8)).collect();
+        again.sort();
+        again.dedup();
+        assert_eq!(again.len(), COUNT, "a block handed out twice");
+        for block in again {
+            // SAFETY: live blocks of ours, each freed once.
+            unsafe { raw::free(block) };
+        }
+    })
+    .join()
+    .unwrap();
+}
