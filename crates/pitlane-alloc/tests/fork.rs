@@ -3,7 +3,9 @@
 use pitlane_alloc::PitlaneAlloc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+// Under `--cfg pitlane_alloc_global` the workspace-wide `#[global_allocator]` serves instead.
 #[cfg_attr(not(pitlane_alloc_global), global_allocator)]
+#[cfg_attr(pitlane_alloc_global, allow(dead_code))]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 fn churn(seed: usize) -> usize {

@@ -9,7 +9,9 @@ use allocator_api2::alloc::Allocator;
 use core::alloc::Layout;
 use pitlane_alloc::{PitlaneAlloc, stats};
 
+// Under `--cfg pitlane_alloc_global` the workspace-wide `#[global_allocator]` serves instead.
 #[cfg_attr(not(pitlane_alloc_global), global_allocator)]
+#[cfg_attr(pitlane_alloc_global, allow(dead_code))]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 /// In the child: a freed 2 MiB block goes to the shared large cache (too long for the

@@ -12,7 +12,9 @@ use std::sync::{Mutex, mpsc};
 /// Held by each test: the cache is process-wide.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+// Under `--cfg pitlane_alloc_global` the workspace-wide `#[global_allocator]` serves instead.
 #[cfg_attr(not(pitlane_alloc_global), global_allocator)]
+#[cfg_attr(pitlane_alloc_global, allow(dead_code))]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 /// Past the per-thread stash (1 MiB), so a free goes to the shared cache.

@@ -15,7 +15,9 @@ use core::ffi::c_void;
 use allocator_api2::alloc::Allocator;
 use pitlane_alloc::{PitlaneAlloc, class_stats, stats};
 
+// Under `--cfg pitlane_alloc_global` the workspace-wide `#[global_allocator]` serves instead.
 #[cfg_attr(not(pitlane_alloc_global), global_allocator)]
+#[cfg_attr(pitlane_alloc_global, allow(dead_code))]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 /// A size of the 12 KiB class, which nothing else in this binary uses.

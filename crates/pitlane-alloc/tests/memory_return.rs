@@ -5,7 +5,9 @@
 use pitlane_alloc::{PitlaneAlloc, PurgePolicy};
 use std::time::Duration;
 
+// Under `--cfg pitlane_alloc_global` the workspace-wide `#[global_allocator]` serves instead.
 #[cfg_attr(not(pitlane_alloc_global), global_allocator)]
+#[cfg_attr(pitlane_alloc_global, allow(dead_code))]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 /// The resident set in bytes, from /proc/self/statm.

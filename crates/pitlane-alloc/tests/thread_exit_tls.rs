@@ -10,7 +10,9 @@ use std::sync::mpsc::{Sender, channel};
 
 use pitlane_alloc::PitlaneAlloc;
 
+// Under `--cfg pitlane_alloc_global` the workspace-wide `#[global_allocator]` serves instead.
 #[cfg_attr(not(pitlane_alloc_global), global_allocator)]
+#[cfg_attr(pitlane_alloc_global, allow(dead_code))]
 static GLOBAL: PitlaneAlloc = PitlaneAlloc::new();
 
 /// What a thread's destructor works with.
