@@ -13,7 +13,7 @@
 //! ThreadSanitizer sees), so that ThreadSanitizer runs judge the structures and nothing else.
 #![cfg(not(pitlane_loom))]
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::thread;
 
 use pitlane_queue::bagpipe::Bagpipe;
@@ -96,29 +96,83 @@ impl<B: WeakBag<Item = u64> + Sync> Bag for B {
     }
 }
 
+/// Values the producers of [`producers_consumers`] let wait in the bag before they wait for
+/// the consumers: well below a stack's [`MAX_ITEMS`](pitlane_queue::stack::MAX_ITEMS), whose
+/// `push` panics by contract. With four threads on two cores the scheduler can leave the
+/// consumers off the CPU long enough for two producers to push millions of values (a full run
+/// once stopped at a stack's limit that way).
+const BACKLOG: usize = 1 << 20;
+
+/// How many pushes a producer makes between two updates of the shared count of pushes.
+const PUSHED_EVERY: usize = 1024;
+
 /// Half the threads push `ops / 2` distinct values, half pop until all have arrived (mixing
 /// `try_pop` and `pop`). With `fifo`, each consumer checks that every producer's values reach
-/// it in the order they were pushed.
+/// it in the order they were pushed. Producers keep at most about [`BACKLOG`] values in the
+/// bag; a thread that panics makes the others give up, so that the run fails instead of
+/// waiting forever for it.
 fn producers_consumers<B: Bag>(bag: &B, ops: usize, fifo: bool, handles: bool) {
     let producers = THREADS / 2;
     let per_producer = ops / 2 / producers;
     let ledger = Ledger::new(producers, per_producer);
+    let pushed = AtomicUsize::new(0);
     let popped = AtomicUsize::new(0);
+    let abandoned = AtomicBool::new(false);
     let total = producers * per_producer;
+    let progress = Progress {
+        popped: &popped,
+        total,
+        abandoned: &abandoned,
+    };
     run_threads(THREADS, |t| {
         let worker = bag.worker(handles);
+        let _abandon = AbandonOnPanic(&abandoned);
         if t < producers {
-            produce(&*worker, t, per_producer);
+            produce(&*worker, t, per_producer, &pushed, &progress);
         } else {
-            consume(&*worker, &ledger, &popped, total, producers, t, fifo);
+            consume(&*worker, &ledger, &progress, producers, t, fifo);
         }
     });
     assert_eq!(bag.pop(), None, "values left over");
     ledger.assert_complete();
 }
 
-fn produce(bag: &Worker<'_>, producer: usize, per_producer: usize) {
+/// Sets its flag if the thread unwinds while it is alive.
+struct AbandonOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for AbandonOnPanic<'_> {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What the threads of [`producers_consumers`] share: how many values were popped, how many
+/// there are, and whether a thread gave up.
+struct Progress<'a> {
+    popped: &'a AtomicUsize,
+    total: usize,
+    abandoned: &'a AtomicBool,
+}
+
+fn produce(
+    bag: &Worker<'_>,
+    producer: usize,
+    per_producer: usize,
+    pushed: &AtomicUsize,
+    progress: &Progress<'_>,
+) {
     for seq in 0..per_producer {
+        if seq % PUSHED_EVERY == 0 && seq > 0 {
+            let all = pushed.fetch_add(PUSHED_EVERY, Ordering::Relaxed) + PUSHED_EVERY;
+            while all.saturating_sub(progress.popped.load(Ordering::Relaxed)) > BACKLOG {
+                if progress.abandoned.load(Ordering::Relaxed) {
+                    return;
+                }
+                thread::yield_now();
+            }
+        }
         let value = Ledger::value(producer, seq);
         if seq % 2 == 0 {
             bag.push(value);
@@ -134,15 +188,16 @@ fn produce(bag: &Worker<'_>, producer: usize, per_producer: usize) {
 fn consume(
     bag: &Worker<'_>,
     ledger: &Ledger,
-    popped: &AtomicUsize,
-    total: usize,
+    progress: &Progress<'_>,
     producers: usize,
     consumer: usize,
     fifo: bool,
 ) {
     let mut last = vec![None::<u64>; producers];
     let mut turn = consumer;
-    while popped.load(Ordering::Relaxed) < total {
+    while progress.popped.load(Ordering::Relaxed) < progress.total
+        && !progress.abandoned.load(Ordering::Relaxed)
+    {
         turn += 1;
         // Either kind of failure (empty, or a lost race) means: look again later.
         let got = if turn % 2 == 0 {
@@ -166,7 +221,7 @@ fn consume(
             }
             last[producer] = Some(seq);
         }
-        popped.fetch_add(1, Ordering::Relaxed);
+        progress.popped.fetch_add(1, Ordering::Relaxed);
     }
 }
 
