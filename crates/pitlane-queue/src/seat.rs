@@ -82,12 +82,6 @@ mod map {
         LOCAL.with(core::ptr::from_ref)
     }
 
-    /// This thread's seat, or [`NONE`].
-    #[inline(always)]
-    fn seat() -> usize {
-        LOCAL.with(|local| local.seat.get())
-    }
-
     /// Sets this thread's seat.
     fn set_seat(seat: usize) {
         LOCAL.with(|local| local.seat.set(seat));
@@ -98,7 +92,7 @@ mod map {
 
     impl Drop for Held {
         fn drop(&mut self) {
-            let seat = seat();
+            let seat = as_held();
             if seat != NONE {
                 // Later thread-local destructors of this thread find no seat, and cannot take
                 // one (`HELD` is gone): they take the callers' shared paths. Nor may they
@@ -115,7 +109,7 @@ mod map {
     /// taken or the thread's thread-locals are being torn down.
     #[inline]
     pub(crate) fn current() -> Option<usize> {
-        let seat = seat();
+        let seat = as_held();
         if seat != NONE {
             return Some(seat);
         }
@@ -128,13 +122,13 @@ mod map {
     /// with one comparison; on a miss it asks [`current`], which takes a seat.
     #[inline(always)]
     pub(crate) fn as_held() -> usize {
-        seat()
+        LOCAL.with(Local::as_held)
     }
 
     /// The calling thread's seat if it holds one; never takes one.
     #[cfg(target_os = "linux")]
     pub(crate) fn held() -> Option<usize> {
-        let seat = seat();
+        let seat = as_held();
         (seat != NONE).then_some(seat)
     }
 
@@ -215,6 +209,7 @@ impl Held<'_> {
         self.seat
     }
 }
+
 #[cfg(all(target_os = "linux", not(pitlane_loom)))]
 pub(crate) use map::held;
 
