@@ -155,7 +155,10 @@ impl Suite for Spsc {
              {SEGMENTS} equal parts of a run, each timed by the consumer; time per round trip \
              (`rtt`) is the median over blocks of {ROUNDS_PER_BLOCK} round trips. On a shared \
              two-core machine a run's total time mostly counts how often another process took \
-             one of the cores; the median part is the rate while both threads ran."
+             one of the cores; the median part is the rate while both threads ran. In \
+             `throughput`, `rtt` and `backtracking` each end of a queue and the stop flag sit \
+             on cache lines of their own, so one thread's writes to its end never take a line \
+             the other thread reads."
         ));
         bench.note(
             "Baselines (`baseline::…`) are written from the B-Queue paper's figures, not the \

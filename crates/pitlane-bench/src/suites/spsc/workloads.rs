@@ -2,6 +2,7 @@
 //! the in-order checks every run makes.
 
 use super::*;
+use crossbeam_utils::CachePadded;
 
 /// A workload at one set of parameters.
 #[derive(Clone, Copy, Debug)]
@@ -229,23 +230,25 @@ pub(super) fn receive_in_order<R: Rx>(
 /// One producer, one consumer, `items` values; ns per item.
 pub(super) fn throughput<L: Lane>(capacity: usize, batch: usize, items: u64) -> RunResult {
     let ticker = Ticker::start(L::NEEDS_TICKER);
-    let (mut tx, mut rx) = L::pair(capacity, batch, &ticker);
+    let (tx, rx) = L::pair(capacity, batch, &ticker);
+    // Each end, and the flag the producer polls, on lines of its own (see `round_trip`).
+    let (mut tx, mut rx) = (CachePadded::new(tx), CachePadded::new(rx));
     let start = Barrier::new(2);
-    let done = AtomicBool::new(false);
+    let done = CachePadded::new(AtomicBool::new(false));
     thread::scope(|s| {
         let producer = s.spawn(|| {
             let mut backoff = Backoff::new();
             start.wait();
             for value in 0..items {
-                if !push_waiting(&mut tx, value, &mut backoff, &done) {
+                if !push_waiting(&mut *tx, value, &mut backoff, &done) {
                     return;
                 }
             }
-            idle_until(std::slice::from_mut(&mut tx), L::NEEDS_TICKER, &done);
+            idle_until(std::slice::from_mut(&mut *tx), L::NEEDS_TICKER, &done);
         });
         start.wait();
         let mut clock = Segments::start(items);
-        let received = receive_in_order(&mut rx, items, &mut clock);
+        let received = receive_in_order(&mut *rx, items, &mut clock);
         done.store(true, Ordering::Relaxed);
         producer.join().map_err(|_| "the producer panicked")?;
         received?;
@@ -338,10 +341,17 @@ pub(super) fn poll_round_robin<R: Rx>(
 /// Ping-pong: one thread sends `n` and waits for `n` back; ns per round trip, over `run_for`.
 pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Duration) -> RunResult {
     let ticker = Ticker::start(L::NEEDS_TICKER);
-    let (mut ping_tx, mut ping_rx) = L::pair(capacity, batch, &ticker);
-    let (mut pong_tx, mut pong_rx) = L::pair(capacity, batch, &ticker);
+    let (ping_tx, ping_rx) = L::pair(capacity, batch, &ticker);
+    let (pong_tx, pong_rx) = L::pair(capacity, batch, &ticker);
+    // Each end on lines of its own, and the flag the echo thread reads on every turn too: the
+    // four ends and the flag lived side by side in this frame, where one thread's writes to
+    // its end (a position kept in the end) took lines the other thread read, and an end's
+    // round trip depended on where the stack put them (rtrb 96 or 196 ns in different runs
+    // of one binary; docs/notes/spsc-layout.md).
+    let (mut ping_tx, mut ping_rx) = (CachePadded::new(ping_tx), CachePadded::new(ping_rx));
+    let (mut pong_tx, mut pong_rx) = (CachePadded::new(pong_tx), CachePadded::new(pong_rx));
     let start = Barrier::new(2);
-    let done = AtomicBool::new(false);
+    let done = CachePadded::new(AtomicBool::new(false));
     thread::scope(|s| {
         let echo = s.spawn(|| -> Result<(), String> {
             let mut backoff = Backoff::new();
@@ -350,7 +360,7 @@ pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Durati
                 match ping_rx.try_pop() {
                     Some(value) => {
                         backoff.progress();
-                        if !push_waiting(&mut pong_tx, value, &mut backoff, &done) {
+                        if !push_waiting(&mut *pong_tx, value, &mut backoff, &done) {
                             break;
                         }
                     }
@@ -370,7 +380,7 @@ pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Durati
         let mut backoff = Backoff::new();
         let outcome = 'run: loop {
             for _ in 0..ROUNDS_PER_BLOCK {
-                if !push_waiting(&mut ping_tx, rounds, &mut backoff, &done) {
+                if !push_waiting(&mut *ping_tx, rounds, &mut backoff, &done) {
                     break 'run Err("the ping queue stayed full".to_string());
                 }
                 let back = loop {
@@ -410,9 +420,11 @@ pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Durati
 /// just before a push to just after the pop of the same value.
 pub(super) fn backtracking<L: Lane>(capacity: usize, batch: usize, items: u64) -> RunResult {
     let ticker = Ticker::start(L::NEEDS_TICKER);
-    let (mut tx, mut rx) = L::pair(capacity, batch, &ticker);
+    let (tx, rx) = L::pair(capacity, batch, &ticker);
+    // Each end, and the flag, on lines of its own (see `round_trip`).
+    let (mut tx, mut rx) = (CachePadded::new(tx), CachePadded::new(rx));
     let start = Barrier::new(2);
-    let done = AtomicBool::new(false);
+    let done = CachePadded::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let nanos = move || epoch.elapsed().as_nanos() as u64;
     thread::scope(|s| {
@@ -422,7 +434,7 @@ pub(super) fn backtracking<L: Lane>(capacity: usize, batch: usize, items: u64) -
             start.wait();
             for value in 0..items {
                 pushed_at.push(nanos());
-                if !push_waiting(&mut tx, value, &mut backoff, &done) {
+                if !push_waiting(&mut *tx, value, &mut backoff, &done) {
                     break;
                 }
                 let resume = Instant::now() + PAUSE;
@@ -431,7 +443,7 @@ pub(super) fn backtracking<L: Lane>(capacity: usize, batch: usize, items: u64) -
                     std::hint::spin_loop();
                 }
             }
-            idle_until(std::slice::from_mut(&mut tx), L::NEEDS_TICKER, &done);
+            idle_until(std::slice::from_mut(&mut *tx), L::NEEDS_TICKER, &done);
             pushed_at
         });
         start.wait();
