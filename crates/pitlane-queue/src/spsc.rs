@@ -70,6 +70,13 @@
 //!   ahead is taken; here [`Producer::try_push`] fails only when the queue really holds
 //!   `capacity` values.
 //!
+//! And one shortcut in how it searches: when the last search settled on a run of one (values
+//! come one at a time, as in a ping-pong) and the slot after the usable one is not usable
+//! either, the run is that one slot, found with one load of the neighbour instead of the
+//! halving probes of far lines; as soon as the neighbour is usable the adaptive search runs as
+//! above. With adaptation off every search starts from the whole batch, as the paper's plain
+//! backtracking does.
+//!
 //! The paper's search waits `spin_wait(TICKS)` before each shorter probe, so that an end that
 //! has caught up with the other lets it get ahead instead of sharing cache lines with it item
 //! by item. Here that wait is kept only where it pays and bounded: when an end *streams* (its
@@ -661,6 +668,18 @@ impl<T> Ring<T> {
                 .load(Ordering::Acquire)
                 == wanted
         };
+        // A lone slot: the last search settled on a run of one and the slot after this one
+        // is not usable either, so this run is one slot. The halving search would probe the
+        // far lines only to say so again (six loads and branches at the default batch, on
+        // every pop of a ping-pong); one load of the neighbour, in the line just read or the
+        // next, says it here. Not with adaptation off, whose searches always start at `max`.
+        if batching.history == 1
+            && batching.increment != 0
+            && (start + 1 == self.capacity || !usable(2))
+        {
+            batching.streaming = true;
+            return 1;
+        }
         let first = batching.start().min(self.capacity - start);
         let mut size = first;
         if size > 1
@@ -2084,6 +2103,44 @@ mod tests {
         consumer.try_iter().take(4).for_each(drop);
         assert_eq!(consumer.try_pop(), Ok(0));
         assert_eq!(consumer.batching.history, 9);
+    }
+
+    #[test]
+    fn lone_values_are_claimed_one_at_a_time_and_a_burst_after_them_in_a_batch() {
+        let (mut producer, mut consumer) = Builder::new(64)
+            .batch(16)
+            .increment(4)
+            .build::<u32>()
+            .unwrap();
+        // Values one at a time, as in a ping-pong: every claim is the one slot.
+        for value in 0..200 {
+            assert_eq!(consumer.try_pop(), Err(PopError::Empty));
+            producer.try_push(value).unwrap();
+            assert_eq!(consumer.try_pop(), Ok(value));
+            assert_eq!(consumer.run.len(), 0);
+            assert_eq!(consumer.batching.history, 1);
+        }
+        // Past the ring's end too: the last slot's run is one, then the first slot's.
+        assert_eq!(consumer.position(), 200 % 64);
+        // A burst after lone values: the neighbour is full, so the adaptive search runs from
+        // 1 + 4 and claims 5 at once.
+        producer.push_slice(&(200..210).collect::<Vec<_>>());
+        assert_eq!(consumer.try_pop(), Ok(200));
+        assert_eq!(consumer.run.len(), 4);
+        assert_eq!(consumer.batching.history, 5);
+        let rest: Vec<u32> = consumer.try_iter().collect();
+        assert_eq!(rest, (201..210).collect::<Vec<_>>());
+        // Adaptation off: no shortcut, every search starts from the whole batch and halves.
+        let (mut producer, mut consumer) = Builder::new(64)
+            .batch(16)
+            .adaptive(false)
+            .build::<u32>()
+            .unwrap();
+        for value in 0..100 {
+            producer.try_push(value).unwrap();
+            assert_eq!(consumer.try_pop(), Ok(value));
+            assert_eq!(consumer.run.len(), 0);
+        }
     }
 
     #[test]
