@@ -753,8 +753,8 @@ fn collect(page: &Page) {
     page.used.store(used, Ordering::Relaxed);
 }
 
-/// Carves the next untouched blocks of the page into its (empty) free list: about 4 KiB of
-/// them at a time, so a page's memory is touched as it is used.
+/// Carves the next untouched blocks of the page into its (empty) free list: those that begin
+/// in the next 4 KiB of the page, so a page's memory is touched as it is used.
 ///
 /// The carving starts at block 1 and takes block 0 last. A heap that needs few blocks of a
 /// class at a time hands out the first block carved from its page again and again; at block
@@ -772,8 +772,11 @@ fn extend(page: &Page) {
     let reserved = page.reserved.get() as usize;
     let capacity = page.capacity.get() as usize;
     // Blocks are carved in the order 1, 2, ..., capacity - 1, 0; `reserved` of them so far.
+    // Each time, the blocks that begin in the 4 KiB of the page where block `at` begins.
     let at = (reserved + 1) % capacity;
-    let count = (4096 / size)
+    let offset = at * size;
+    let count = ((offset / 4096 + 1) * 4096 - offset)
+        .div_ceil(size)
         .clamp(1, capacity - reserved)
         .min(capacity - at);
     // SAFETY: blocks `at .. at + count` lie inside the page (`at + count <= capacity`).
