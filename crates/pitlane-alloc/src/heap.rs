@@ -753,17 +753,35 @@ fn collect(page: &Page) {
     page.used.store(used, Ordering::Relaxed);
 }
 
-/// Carves the next untouched blocks of the page into its (empty) free list: about 4 KiB of
-/// them at a time, so a page's memory is touched as it is used.
+/// Carves the next untouched blocks of the page into its (empty) free list: those that begin
+/// in the next 4 KiB of the page, so a page's memory is touched as it is used.
+///
+/// The carving starts at block 1 and takes block 0 last. A heap that needs few blocks of a
+/// class at a time hands out the first block carved from its page again and again; at block
+/// 0 those blocks would all begin at a page offset of 0, and since pages are 64 KiB-aligned
+/// and the L1 data cache picks a line's set from address bits 6–11, the first lines of every
+/// class's block would compete for one set (8 ways): a `Vec` growing from 32 B to 4 KiB
+/// (eight classes, one live block each, the alloc suite's `vec_small`) kept eight lines in
+/// it and missed L1 about eight times per `Vec` (callgrind's cache simulation, 32 KiB 8-way,
+/// 16,000 `Vec`s: 134,056 read misses, 6,047 from block 1, glibc 5,806). From block 1 the
+/// first block begins at page offset `size`: for the power-of-two classes below 4 KiB the
+/// ranges `size .. 2 × size` are disjoint, and the other classes' offsets spread as well.
 fn extend(page: &Page) {
     let class = page.class.load(Ordering::Relaxed) as usize;
     let size = size_of_class(class);
     let reserved = page.reserved.get() as usize;
     let capacity = page.capacity.get() as usize;
-    let count = (4096 / size).clamp(1, capacity - reserved);
-    // SAFETY: blocks `reserved .. reserved + count` lie inside the page.
+    // Blocks are carved in the order 1, 2, ..., capacity - 1, 0; `reserved` of them so far.
+    // Each time, the blocks that begin in the 4 KiB of the page where block `at` begins.
+    let at = (reserved + 1) % capacity;
+    let offset = at * size;
+    let count = ((offset / 4096 + 1) * 4096 - offset)
+        .div_ceil(size)
+        .clamp(1, capacity - reserved)
+        .min(capacity - at);
+    // SAFETY: blocks `at .. at + count` lie inside the page (`at + count <= capacity`).
     unsafe {
-        let first = page.start.get().add(reserved * size);
+        let first = page.start.get().add(at * size);
         for i in 0..count {
             let block = first.add(i * size).cast::<Block>();
             let next = if i + 1 < count {
