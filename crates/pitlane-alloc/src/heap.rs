@@ -760,10 +760,9 @@ fn collect(page: &Page) {
 /// class at a time hands out the first block carved from its page again and again; at block
 /// 0 those blocks would all begin at a page offset of 0, and since pages are 64 KiB-aligned
 /// and the L1 data cache picks a line's set from address bits 6–11, the first lines of every
-/// class's block would compete for one set (8 ways): a `Vec` growing from 32 B to 4 KiB
-/// (eight classes, one live block each, the alloc suite's `vec_small`) kept eight lines in
-/// it and missed L1 about eight times per `Vec` (callgrind's cache simulation, 32 KiB 8-way,
-/// 16,000 `Vec`s: 134,056 read misses, 6,047 from block 1, glibc 5,806). From block 1 the
+/// class's block would compete for one set (8 ways), and a `Vec` growing from 32 B to 4 KiB
+/// (eight classes, one live block each) would keep eight lines in it and miss L1 about eight
+/// times (the figures are in `docs/notes/alloc-bench.md`, eleventh session). From block 1 the
 /// first block begins at page offset `size`: for the power-of-two classes below 4 KiB the
 /// ranges `size .. 2 × size` are disjoint, and the other classes' offsets spread as well.
 fn extend(page: &Page) {

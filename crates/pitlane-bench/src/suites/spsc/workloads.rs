@@ -346,8 +346,7 @@ pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Durati
     // Each end on lines of its own, and the flag the echo thread reads on every turn too: the
     // four ends and the flag lived side by side in this frame, where one thread's writes to
     // its end (a position kept in the end) took lines the other thread read, and an end's
-    // round trip depended on where the stack put them (rtrb 96 or 196 ns in different runs
-    // of one binary; docs/notes/spsc-layout.md).
+    // round trip depended on where the stack put them (docs/notes/spsc-layout.md).
     let (mut ping_tx, mut ping_rx) = (CachePadded::new(ping_tx), CachePadded::new(ping_rx));
     let (mut pong_tx, mut pong_rx) = (CachePadded::new(pong_tx), CachePadded::new(pong_rx));
     let start = Barrier::new(2);
