@@ -435,7 +435,12 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        self.in_seat_cache(|cache| self.try_push_tagged(item, FULL, cache))
+        match self.seat_cache() {
+            // SAFETY: we hold the seat of this cache until our thread exits, so we alone use
+            // its stash (no user code runs inside the operation).
+            Some(cache) => self.try_push_tagged(item, FULL, unsafe { cache.own() }),
+            None => self.try_push_shared(item),
+        }
     }
 
     /// Pushes `item`, retrying lost races with the same node.
@@ -456,7 +461,11 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn push(&self, item: T) {
-        self.in_seat_cache(|cache| self.push_tagged(item, FULL, cache))
+        match self.seat_cache() {
+            // SAFETY: as in `try_push`.
+            Some(cache) => self.push_tagged(item, FULL, unsafe { cache.own() }),
+            None => self.push_shared(item),
+        }
     }
 
     /// One attempt to pop the top item: `Err(PopError::Empty)` if the stack is empty,
@@ -472,11 +481,15 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        self.in_seat_cache(|cache| self.try_pop_in(cache))
+        match self.seat_cache() {
+            // SAFETY: as in `try_push`.
+            Some(cache) => self.try_pop_in(unsafe { cache.own() }),
+            None => self.try_pop_shared(),
+        }
     }
 
     /// [`try_pop`](Self::try_pop), recycling through `cache`.
-    #[inline]
+    #[inline(always)]
     fn try_pop_in(&self, cache: Cache<'_>) -> Result<T, PopError> {
         loop {
             let (mut top, mut guessed) = self.first_top(cache, Ordering::Acquire);
@@ -784,28 +797,31 @@ impl<T> Stack<T> {
         }
     }
 
-    /// Runs the plain call `op` with the calling thread's cache: its seat's stash and tally
-    /// (made on the seat's first call), or, for a thread without a seat, the shared free list
-    /// and count. The two are separate copies of `op`, so that the seated one, the fast path,
-    /// is compiled for [`Cache::Own`] alone, as a handle's operation is, with no test of the
-    /// cache's kind in each of its steps; the unseated one is kept out of line.
-    #[inline(always)]
-    fn in_seat_cache<R>(&self, op: impl FnOnce(Cache<'_>) -> R) -> R {
-        match self.seat_cache() {
-            // SAFETY: we hold the seat of this cache until our thread exits, so we alone use
-            // its stash, and `op` uses it only between its own steps (no user code runs
-            // inside one).
-            Some(cache) => op(unsafe { cache.own() }),
-            None => Self::unseated(op),
-        }
-    }
+    // The plain calls match on `seat_cache` themselves rather than pass a closure to a
+    // helper: the seated arm, the fast path, is then compiled for `Cache::Own` alone with the
+    // operation inlined into the caller, as a handle's is; a closure holding the whole
+    // operation was left out of line by the compiler (a call and six saved registers a push).
 
-    /// A plain call of a thread without a seat (past [`SEATS`] threads, or in a
-    /// thread-local's destructor at thread exit): on the shared free list and count.
+    /// A plain push of a thread without a seat (past [`SEATS`] threads, or in a thread-local's
+    /// destructor at thread exit): on the shared free list and count.
     #[cold]
     #[inline(never)]
-    fn unseated<R>(op: impl FnOnce(Cache<'_>) -> R) -> R {
-        op(Cache::Shared)
+    fn push_shared(&self, item: T) {
+        self.push_tagged(item, FULL, Cache::Shared)
+    }
+
+    /// [`push_shared`](Self::push_shared) for `try_push`.
+    #[cold]
+    #[inline(never)]
+    fn try_push_shared(&self, item: T) -> Result<(), PushError<T>> {
+        self.try_push_tagged(item, FULL, Cache::Shared)
+    }
+
+    /// [`push_shared`](Self::push_shared) for `try_pop`.
+    #[cold]
+    #[inline(never)]
+    fn try_pop_shared(&self) -> Result<T, PopError> {
+        self.try_pop_in(Cache::Shared)
     }
 
     /// The cache of the calling thread's seat, made on the seat's first call on this stack;
@@ -962,6 +978,7 @@ impl<T> Stack<T> {
         Ok((index, node, state))
     }
 
+    #[inline(always)]
     fn try_push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(), PushError<T>> {
         let (index, node, state) = self.prepare(item, tag, cache).map_err(PushError::Full)?;
         // Relaxed: the push reads nothing through the top it found, it only links to it.
@@ -1018,6 +1035,7 @@ impl<T> Stack<T> {
         outcome
     }
 
+    #[inline(always)]
     fn push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) {
         let (index, node, _) = match self.prepare(item, tag, cache) {
             Ok(prepared) => prepared,
@@ -1283,7 +1301,7 @@ impl<T> WeakBag for Stack<T> {
     fn try_push_seated(&self, seat: seat::Held<'_>, item: T) -> Result<(), PushError<T>> {
         match self.made_seat_cache(seat.index()) {
             // SAFETY: the calling thread holds the seat of this cache for the whole call (see
-            // `seat::Held`), so it alone uses its stash, as in `in_seat_cache`.
+            // `seat::Held`), so it alone uses its stash, as in `Stack::try_push`.
             Some(cache) => self.try_push_tagged(item, FULL, unsafe { cache.own() }),
             None => self.try_push_unseated(item),
         }
