@@ -523,9 +523,9 @@ static COLOUR: AtomicUsize = AtomicUsize::new(0);
 /// into blocks at 0x040) took a median 1.17 × glibc's time over 30 runs (1.02–1.62), 1.10 ×
 /// with the colours over 14: better in 8 alternated pairs of 14, worse in 5; whole runs swing
 /// with either (`docs/notes/alloc-bench.md`, twelfth session). Spread over 63 lines, such a
-/// buffer meets a slow place for a few blocks in 63. (Colouring blocks of every size, in the room left in
-/// their last page, was tried: `random_churn` at 1 thread looked slower, so the other sizes
-/// keep their first lines in one cache set, as before.)
+/// buffer meets a slow place for a few blocks in 63. (Colouring blocks of every size, in the
+/// room left in their last page, was tried: `random_churn` at 1 thread looked slower, so the
+/// other sizes keep their first lines in one cache set, as before.)
 #[inline]
 fn place(size: usize, align: usize) -> Option<(usize, usize)> {
     if align > HEADER {
