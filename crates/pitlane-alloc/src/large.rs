@@ -3,10 +3,14 @@
 //! ```text
 //!  mapping (page-aligned)
 //!  +---------------------+--------+---------------------------------+
-//!  | (align - 64 bytes)  | Header | block ...                       |
+//!  | (offset - 64 bytes) | Header | block ...                       |
 //!  +---------------------+--------+---------------------------------+
 //!  ^ base                         ^ pointer handed out (aligned to max(64, align))
 //! ```
+//!
+//! The offset is the alignment for a block aligned to more than 64 bytes, and 64 for the others,
+//! but for blocks of a whole number of pages, which start at one of the lines 1 to 63 of their
+//! first page, a different one from one such block to the next (see [`place`]).
 //!
 //! The header (64 bytes, right before the block) records the mapping, and a *seal*: a word
 //! computed from the block's address and the mapping, written when the block is handed out
@@ -487,10 +491,55 @@ pub(crate) fn disown() {
     }
 }
 
-/// Where the block starts in a mapping whose base is page-aligned, for `align <= OS_PAGE`.
+/// The lines of its first page a block of a whole number of pages may start at: 1 to 63 (the
+/// header takes the line before it, in the same OS page, see [`plausible`]).
+const COLOURS: usize = OS_PAGE / HEADER - 1;
+/// The step from one block's colour to the next one's (prime to [`COLOURS`], so that 63 blocks
+/// in a row get 63 different colours, neighbours in time far apart).
+const COLOUR_STEP: usize = 25;
+
+/// The colour of the next such block, in `0 .. COLOURS` (see [`place`]). Read and written
+/// without a read-modify-write: two threads that race may give their blocks the same colour,
+/// which is harmless.
+static COLOUR: AtomicUsize = AtomicUsize::new(0);
+
+/// Where a new block of `size` bytes aligned to `align` (at most `OS_PAGE`) starts in a
+/// page-aligned mapping, and the mapping's length; `None` if that overflows `isize`.
+///
+/// A block aligned to more than a line starts at its alignment; a block of any other size
+/// than a whole number of pages at line 1, right after its header. A block of a whole number
+/// of pages (a `Vec`'s buffer once its capacity in bytes is a power of two of 4 KiB or more,
+/// a buffer of pages) starts at one of the lines 1 to 63, a different one from one such block
+/// to the next: its mapping has a page more than the block for the header anyway, of which
+/// the block at line 1 left 63 lines unused, so where it starts changes neither the mapping's
+/// length, nor the pages the block spans, nor which cached mappings fit it. The block keeps
+/// its place when it grows in place, moves or is remapped.
+///
+/// Why: on CPUs whose loads wait for earlier stores to the same address modulo 4 KiB, a copy
+/// into a block from a buffer that sits a little before the block's place in its own page (a
+/// value on the stack, pushed into a `Vec`) is slowed on every such copy; were every block at
+/// line 1, every block of a program that has such a buffer would be. The bench suite's
+/// `vec_large` on AMD EPYC (each 8 KiB element copied from a stack buffer at page offset 0xf98
+/// into blocks at 0x040) took a median 1.17 × glibc's time over 30 runs (1.02–1.62), 1.10 ×
+/// with the colours over 14: better in 8 alternated pairs of 14, worse in 5; whole runs swing
+/// with either (`docs/notes/alloc-bench.md`, twelfth session). Spread over 63 lines, such a
+/// buffer meets a slow place for a few blocks in 63. (Colouring blocks of every size, in the
+/// room left in their last page, was tried: `random_churn` at 1 thread looked slower, so the
+/// other sizes keep their first lines in one cache set, as before.)
 #[inline]
-fn offset(align: usize) -> usize {
-    align.max(HEADER)
+fn place(size: usize, align: usize) -> Option<(usize, usize)> {
+    if align > HEADER {
+        return Some((align, mapping_len(align, size)?));
+    }
+    let len = mapping_len(HEADER, size)?;
+    if size % OS_PAGE != 0 {
+        return Some((HEADER, len));
+    }
+    // A whole number of pages: the mapping has a page for the header and the block's first
+    // line, of which the block may start at any line (`len - size == OS_PAGE`).
+    let colour = COLOUR.load(Ordering::Relaxed);
+    COLOUR.store((colour + COLOUR_STEP) % COLOURS, Ordering::Relaxed);
+    Some((HEADER * (1 + colour), len))
 }
 
 /// The header of the large block at `ptr`.
@@ -503,8 +552,7 @@ fn header_of(ptr: *mut u8) -> *mut Header {
 /// heap). Null when the OS refuses or the size cannot be mapped. Zeroed if `zeroed`.
 pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: bool) -> *mut u8 {
     let (base, len, ptr) = if align <= OS_PAGE {
-        let off = offset(align);
-        let Some(len) = mapping_len(off, size) else {
+        let Some((off, len)) = place(size, align) else {
             return ptr::null_mut();
         };
         let taken = match stash_take(len) {
