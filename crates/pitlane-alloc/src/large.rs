@@ -518,14 +518,10 @@ static COLOUR: AtomicUsize = AtomicUsize::new(0);
 /// Why: on CPUs whose loads wait for earlier stores to the same address modulo 4 KiB, a copy
 /// into a block from a buffer that sits a little before the block's place in its own page (a
 /// value on the stack, pushed into a `Vec`) is slowed on every such copy; were every block at
-/// line 1, every block of a program that has such a buffer would be. The bench suite's
-/// `vec_large` on AMD EPYC (each 8 KiB element copied from a stack buffer at page offset 0xf98
-/// into blocks at 0x040) took a median 1.17 × glibc's time over 30 runs (1.02–1.62), 1.10 ×
-/// with the colours over 14: better in 8 alternated pairs of 14, worse in 5; whole runs swing
-/// with either (`docs/notes/alloc-bench.md`, twelfth session). Spread over 63 lines, such a
-/// buffer meets a slow place for a few blocks in 63. (Colouring blocks of every size, in the
-/// room left in their last page, was tried: `random_churn` at 1 thread looked slower, so the
-/// other sizes keep their first lines in one cache set, as before.)
+/// line 1, every block of a program that has such a buffer would be. Spread over 63 lines,
+/// such a buffer meets a slow place for a few blocks in 63. Blocks of other sizes keep their
+/// first line (colouring them too looked slower on `random_churn`). The measurements are in
+/// `docs/notes/alloc-bench.md` (twelfth session).
 #[inline]
 fn place(size: usize, align: usize) -> Option<(usize, usize)> {
     if align > HEADER {
