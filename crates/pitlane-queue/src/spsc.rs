@@ -77,13 +77,6 @@
 //! above. With adaptation off every search starts from the whole batch, as the paper's plain
 //! backtracking does.
 //!
-//! And one hint: both ends write every slot they use (the producer its value and *full*, the
-//! consumer *empty*), so the first look at the next slot asks for its cache line for writing
-//! (`prefetchw` on x86-64) rather than for reading. A line fetched for reading would have to be
-//! fetched again, for ownership, by the store that follows; in a ping-pong that second trip is
-//! the consumer's store of *empty*, which the processor must complete before its reply becomes
-//! visible. The hint changes no load or store of the protocol.
-//!
 //! The paper's search waits `spin_wait(TICKS)` before each shorter probe, so that an end that
 //! has caught up with the other lets it get ahead instead of sharing cache lines with it item
 //! by item. Here that wait is kept only where it pays and bounded: when an end *streams* (its
@@ -212,28 +205,6 @@ const PATIENCE: u32 = 32;
 /// Under loom a spin hint is a yield: two keep the models small and still cover the wait.
 #[cfg(pitlane_loom)]
 const PATIENCE: u32 = 2;
-
-/// Asks for the cache line at `at` in a state this core may write, ahead of a load and a store
-/// to it (`prefetchw`): both ends write every slot they look at, and a line fetched for reading
-/// only costs a second trip between the cores when the store follows. A hint, with no effect
-/// on the program's meaning. AMD's x86-64 processors all have the instruction, Intel's since
-/// Broadwell; older Intel ones run its opcode as a no-op (64-bit Windows 10 requires it of every
-/// processor and runs on them). Not emitted under loom or Miri.
-#[inline(always)]
-fn prefetch_for_write<S>(at: NonNull<S>) {
-    #[cfg(all(target_arch = "x86_64", not(pitlane_loom), not(miri)))]
-    // SAFETY: `prefetchw` reads no memory and writes none (it only moves a cache line), so any
-    // address is sound; it touches no register but its operand and no flag.
-    unsafe {
-        core::arch::asm!(
-            "prefetchw [{0}]",
-            in(reg) at.as_ptr(),
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(pitlane_loom), not(miri))))]
-    let _ = at;
-}
 
 /// The state of a slot that holds a value.
 const FULL: bool = true;
@@ -643,8 +614,6 @@ impl<T> Ring<T> {
         } else {
             run.next
         };
-        // Both ends write the slot they find usable: ask for its line for writing (a hint).
-        prefetch_for_write(next);
         // Whether the next slot is usable decides between "a run of at least one" and
         // "full"/"empty"; this load is the linearization point of the failing operation.
         // SAFETY: `next` points at a slot of the live ring.
