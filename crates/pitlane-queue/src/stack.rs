@@ -810,14 +810,16 @@ impl<T> Stack<T> {
         self.push_tagged(item, FULL, Cache::Shared)
     }
 
-    /// [`push_shared`](Self::push_shared) for `try_push`.
+    /// [`try_push`](Self::try_push) of a thread without a seat, as in
+    /// [`push_shared`](Self::push_shared).
     #[cold]
     #[inline(never)]
     fn try_push_shared(&self, item: T) -> Result<(), PushError<T>> {
         self.try_push_tagged(item, FULL, Cache::Shared)
     }
 
-    /// [`push_shared`](Self::push_shared) for `try_pop`.
+    /// [`try_pop`](Self::try_pop) of a thread without a seat, as in
+    /// [`push_shared`](Self::push_shared).
     #[cold]
     #[inline(never)]
     fn try_pop_shared(&self) -> Result<T, PopError> {
