@@ -127,7 +127,11 @@
 //!    threads and revokers): handles, revocable pushes, revokers, `len`, and plain calls of
 //!    threads without a seat (or in a process without `membarrier`, where limbo is skipped)
 //!    pin the epoch. Revocation needs a segment to outlive three grace periods instead of one;
-//!    the argument is in the [`revoke`] module. Limbo comes first so that a plain pop that
+//!    the argument is in the [`revoke`] module. A queue takes the three only once it has seen
+//!    a tracked push (a flag the first one sets before it draws a ticket); before that no
+//!    handle can name one of its cells, and one period is enough. With threads preempted while
+//!    pinned (more threads than cores), the epoch advances slowly, and the shorter chain
+//!    roughly halves the segments a queue must allocate afresh meanwhile. Limbo comes first so that a plain pop that
 //!    takes a tracked value has cleared the item's handle before the first grace period
 //!    starts, as that argument needs.
 //!
@@ -271,6 +275,11 @@ pub struct Queue<T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     /// the epoch's deferred functions, which may outlive the queue (see [`Pool`]).
     #[cfg(not(pitlane_loom))]
     pool: AtomicPtr<Pool<T, SEGMENT>>,
+    /// Set (for good) by the first tracked push, before it draws a ticket: until then no
+    /// handle can name a cell of this queue, so a retired segment needs one grace period of
+    /// the epoch instead of three (see [`recycle_after_grace`](Self::recycle_after_grace)).
+    #[cfg(not(pitlane_loom))]
+    tracked: core::sync::atomic::AtomicBool,
     _owns: PhantomData<T>,
 }
 
@@ -613,6 +622,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             head: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
             tail: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
             pool: AtomicPtr::new(ptr::null_mut()),
+            tracked: core::sync::atomic::AtomicBool::new(false),
             limbo: AtomicPtr::new(ptr::null_mut()),
             limbo_len: AtomicUsize::new(0),
             _owns: PhantomData,
@@ -1057,8 +1067,11 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             barrier::plain_store(&cell.state, WRITING);
             return true;
         }
+        // Release: a pop that reads `WRITING` and then skips the ticket is ordered after our
+        // ticket, and after the tracked flag a tracked push set before it (see
+        // `recycle_after_grace`). On x86 the instruction is the same.
         cell.state
-            .compare_exchange(EMPTY, WRITING, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(EMPTY, WRITING, Ordering::Release, Ordering::Relaxed)
             .is_ok()
     }
 
@@ -1315,9 +1328,23 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         }
     }
 
-    /// Hands an unlinked segment that no plain call can be inside to three grace periods of
-    /// the epoch: one for pinned threads that may hold it, two more for revokers that may hold
-    /// a stale cell address (see `revoke`); then it goes to the pool.
+    /// Hands an unlinked segment that no plain call can be inside to the grace periods of the
+    /// epoch: one for pinned threads that may hold it, and, once the queue has seen a tracked
+    /// push, two more for revokers that may hold a stale cell address (see `revoke`); then it
+    /// goes to the pool.
+    ///
+    /// One period is enough while [`tracked`](Self::tracked) is clear. Only a push that drew
+    /// the ticket of a cell of `segment` can write that cell's address into a handle, and a
+    /// tracked push sets the flag before it draws a ticket. The segment is retired after
+    /// `deq` passed every ticket, and each ticket was passed by the compare-and-swap of a pop
+    /// that had first read, with `Acquire`, something its push wrote after drawing it: `enq`
+    /// past the ticket (the `fetch_add` itself, or a later one of its release sequence), the
+    /// published state (a `Release` CAS), `REVOKED` (written by a revoker that had read the
+    /// published state) or `WRITING` (a `Release` CAS in [`announce`](Self::announce)). So
+    /// the flag's store happens before the claim, the claims on `deq` happen before the load
+    /// of `deq` that found the segment exhausted, and that happens before this load, which
+    /// therefore sees the flag. Where no handle can name a cell of a queue, no revoker can
+    /// touch one.
     ///
     /// # Safety
     /// `segment` is unlinked, retired once, and no plain call is inside it.
@@ -1327,9 +1354,15 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         // The chain below owns the pool until it hands the segment in.
         // SAFETY: `pool` is alive: the queue owns it.
         unsafe { &*pool }.owners.fetch_add(1, Ordering::Relaxed);
+        let rounds = if self.tracked.load(Ordering::SeqCst) {
+            3
+        } else {
+            1
+        };
         let mut guard = pin();
-        // SAFETY: forwarded from the caller; the chain is a counted owner of `pool`.
-        unsafe { defer_recycle(SegmentPtr(segment), PoolPtr(pool), 3, &guard) };
+        // SAFETY: forwarded from the caller; the chain is a counted owner of `pool`; with
+        // one round, no handle can name a cell of `segment` (above).
+        unsafe { defer_recycle(SegmentPtr(segment), PoolPtr(pool), rounds, &guard) };
         // Hand this thread's deferred functions (this chain's first step, and later steps of
         // chains its collections ran) to the global queue now, so that chains move on as soon
         // as the epoch does instead of waiting for the thread's bag to fill up: 64 functions,
@@ -1713,6 +1746,13 @@ impl<T, const SEGMENT: usize> WeakBag for Queue<T, SEGMENT> {
 impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
     fn try_push_revocable(&self, item: T) -> Result<(), PushError<T>> {
         let tag = item.revoke_handle().tag();
+        // Before any ticket: retired segments need three grace periods from now on (see
+        // `recycle_after_grace`). A `SeqCst` load that sees the flag set is ordered after the
+        // store that set it, and so before our ticket, as our own store would be.
+        #[cfg(not(pitlane_loom))]
+        if !self.tracked.load(Ordering::SeqCst) {
+            self.tracked.store(true, Ordering::SeqCst);
+        }
         let _guard = pin();
         self.try_push_tagged(item, tag)
     }
@@ -1762,6 +1802,33 @@ mod tests {
         // test holds `queue` without popping past it.
         let segment = unsafe { &*tail };
         (segment, segment.enq.fetch_add(1, Ordering::SeqCst))
+    }
+
+    /// What the choice of grace periods in `recycle_after_grace` rests on: plain pushes and
+    /// pops leave the queue untracked; a tracked push marks it, and the mark stays.
+    #[test]
+    fn a_tracked_push_marks_the_queue_before_its_ticket_and_for_good() {
+        struct Page(crate::revoke::RevokeHandle);
+        // SAFETY: the handle lives in the page, outside the reference.
+        unsafe impl Revocable for &Page {
+            fn revoke_handle(&self) -> &crate::revoke::RevokeHandle {
+                &self.0
+            }
+        }
+        let page = Page(crate::revoke::RevokeHandle::new());
+        let queue: Queue<&Page, 2> = Queue::with_segment_size();
+        for _ in 0..10 {
+            queue.push(&page);
+            assert!(queue.pop().is_some());
+        }
+        assert!(!queue.tracked.load(Ordering::SeqCst));
+        queue.push_revocable(&page);
+        assert!(queue.tracked.load(Ordering::SeqCst));
+        assert!(queue.pop().is_some());
+        assert!(!page.0.is_in_bag());
+        queue.push(&page);
+        assert!(queue.pop().is_some());
+        assert!(queue.tracked.load(Ordering::SeqCst));
     }
 
     #[test]

@@ -101,7 +101,9 @@
 //!    state, so it was pinned before that first function ran, and it removes the address
 //!    before the second one runs.
 //! 3. A retired segment is freed (or handed to the queue's pool for reuse) by the third
-//!    function of a chain, each deferred from inside the previous one. A revoker that read `c`
+//!    function of a chain, each deferred from inside the previous one (in a queue that has
+//!    never seen a tracked push, no handle names any of its cells, and the chain is one
+//!    function long: see the queue's `recycle_after_grace`). A revoker that read `c`
 //!    read it before the address was removed, so it was pinned before the second function ran,
 //!    and the third one waits for it to unpin.
 //!

@@ -497,6 +497,119 @@ fn full_mpmc_revoke_racing_segment_links() {
     revoke_racing_segment_links(&pages);
 }
 
+/// A queue of one-cell segments that carries only plain values at first (its retired segments
+/// then need one grace period of the epoch) and tracked ones from some moment on (three): a
+/// plain pusher, a popper, and, once the plain pusher is under way, a tracked pusher and a
+/// revoker aiming at the pages being pushed. The switch happens once per queue, so each round
+/// takes a new queue. Plain pages end popped once; tracked pages popped once or revoked once.
+/// This runs the switch under load and would catch a lost or doubled page; it does not show
+/// that the extra periods are taken once tracking starts (a build that always took one passed
+/// it, as it passed the other revocation stress tests): that rests on the argument of
+/// `recycle_after_grace` and on the unit test of the flag.
+fn plain_then_tracked_on_one_cell_segments(rounds: usize, per_kind: usize) {
+    const POPPED: u8 = 1;
+    const REVOKED: u8 = 2;
+    let plain_pages = Page::numbered(per_kind);
+    let tracked_pages = Page::numbered(per_kind);
+    for _ in 0..rounds {
+        let queue = Queue::<&Page, 1>::with_segment_size();
+        let plain_seen: Vec<AtomicU8> = (0..per_kind).map(|_| AtomicU8::new(0)).collect();
+        let outcome: Vec<AtomicU8> = (0..per_kind).map(|_| AtomicU8::new(0)).collect();
+        let record = |page: &Page, how: u8| {
+            let before = outcome[page.number].swap(how, Ordering::Relaxed);
+            assert_eq!(before, 0, "page {} ended {how} after {before}", page.number);
+        };
+        let plain_pushed = AtomicUsize::new(0);
+        let next_tracked = AtomicUsize::new(0);
+        let pushers_done = AtomicUsize::new(0);
+        run_threads(4, |t| match t {
+            0 => {
+                for page in &plain_pages {
+                    queue.push(page);
+                    plain_pushed.fetch_add(1, Ordering::Release);
+                }
+                pushers_done.fetch_add(1, Ordering::Release);
+            }
+            1 => {
+                // Start tracking while plain segments are still being retired.
+                while plain_pushed.load(Ordering::Acquire) < per_kind / 4 {
+                    thread::yield_now();
+                }
+                loop {
+                    let number = next_tracked.fetch_add(1, Ordering::Relaxed);
+                    let Some(page) = tracked_pages.get(number) else {
+                        break;
+                    };
+                    queue.push_revocable(page);
+                }
+                pushers_done.fetch_add(1, Ordering::Release);
+            }
+            2 => {
+                while pushers_done.load(Ordering::Acquire) < 2 {
+                    let next = next_tracked.load(Ordering::Relaxed);
+                    let in_flight = next.saturating_sub(2)..next.min(per_kind);
+                    for page in &tracked_pages[in_flight] {
+                        // SAFETY: every tracked page is pushed into `queue`, which outlives
+                        // the threads.
+                        if unsafe { Queue::<&Page, 1>::revoke(&page) } {
+                            record(page, REVOKED);
+                        }
+                    }
+                }
+            }
+            _ => loop {
+                match queue.pop() {
+                    Some(page) if std::ptr::eq(page, &plain_pages[page.number]) => {
+                        let before = plain_seen[page.number].fetch_add(1, Ordering::Relaxed);
+                        assert_eq!(before, 0, "plain page {} popped twice", page.number);
+                    }
+                    Some(page) => record(page, POPPED),
+                    None if pushers_done.load(Ordering::Acquire) == 2 => break,
+                    None => thread::yield_now(),
+                }
+            },
+        });
+        for page in std::iter::from_fn(|| queue.pop()) {
+            if std::ptr::eq(page, &plain_pages[page.number]) {
+                assert_eq!(plain_seen[page.number].fetch_add(1, Ordering::Relaxed), 0);
+            } else {
+                record(page, POPPED);
+            }
+        }
+        for number in 0..per_kind {
+            assert_eq!(
+                plain_seen[number].load(Ordering::Relaxed),
+                1,
+                "plain page {number}"
+            );
+            assert_ne!(
+                outcome[number].load(Ordering::Relaxed),
+                0,
+                "page {number} lost"
+            );
+            assert!(!tracked_pages[number].handle.is_in_bag());
+        }
+    }
+}
+
+#[test]
+fn mpmc_a_queue_that_starts_tracking_mid_life_keeps_one_winner() {
+    epoch_ready();
+    let per_kind = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        20_000
+    };
+    plain_then_tracked_on_one_cell_segments(8, per_kind);
+}
+
+#[test]
+#[ignore = "long: run in release (CI does)"]
+fn full_mpmc_a_queue_that_starts_tracking_mid_life() {
+    epoch_ready();
+    plain_then_tracked_on_one_cell_segments(100, 20_000);
+}
+
 /// Plain calls on a queue of one-cell segments: every push links a segment and every pop
 /// retires one, so segments go through limbo, the grace periods and the pool all the time,
 /// while plain calls are inside them (protected by eras, not pins). Each value is four copies
