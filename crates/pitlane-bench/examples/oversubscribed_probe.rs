@@ -24,8 +24,9 @@ fn minflt() -> i64 {
     usage.ru_minflt
 }
 
-/// Push+pop pairs through a handle per thread of one Bagpipe of `B`s.
-fn run_bagpipe<B>(threads: usize, ms: u64) -> (f64, i64)
+/// Push+pop pairs through a handle per thread of one Bagpipe of `B`s, or through its plain
+/// calls.
+fn run_bagpipe<B>(threads: usize, ms: u64, plain: bool) -> (f64, i64)
 where
     B: WeakBag<Item = u64> + Default + Sync,
 {
@@ -37,15 +38,26 @@ where
     let t0 = std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
-                let h = bag.handle();
-                b.wait();
                 let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    for i in 0..1024u64 {
-                        h.push(i);
-                        while h.pop().is_none() {}
+                if plain {
+                    b.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        for i in 0..1024u64 {
+                            bag.push(i);
+                            while bag.pop().is_none() {}
+                        }
+                        n += 2048;
                     }
-                    n += 2048;
+                } else {
+                    let h = bag.handle();
+                    b.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        for i in 0..1024u64 {
+                            h.push(i);
+                            while h.pop().is_none() {}
+                        }
+                        n += 2048;
+                    }
                 }
                 ops.fetch_add(n, Ordering::Relaxed);
             });
@@ -67,12 +79,13 @@ fn main() {
         .unwrap_or(200);
     for round in 0..3 {
         for t in [2, 4, 8] {
-            let (q, fq) = run_bagpipe::<Queue<u64>>(t, ms);
-            let (s, fs) = run_bagpipe::<Stack<u64>>(t, ms);
+            let (q, fq) = run_bagpipe::<Queue<u64>>(t, ms, false);
+            let (qp, fqp) = run_bagpipe::<Queue<u64>>(t, ms, true);
+            let (s, fs) = run_bagpipe::<Stack<u64>>(t, ms, false);
             let (h, fh) = run_private(t, ms, false);
             let (p, fp) = run_private(t, ms, true);
             println!(
-                "r{round} t={t}: bagpipe<queue> {q:.0} Mops faults {fq} | bagpipe<stack> {s:.0} Mops faults {fs} | private queue handle {h:.0} faults {fh} | private queue plain {p:.0} faults {fp}"
+                "r{round} t={t}: bagpipe<queue> {q:.0} Mops faults {fq} | plain bagpipe<queue> {qp:.0} faults {fqp} | bagpipe<stack> {s:.0} Mops faults {fs} | private queue handle {h:.0} faults {fh} | private queue plain {p:.0} faults {fp}"
             );
         }
     }
