@@ -62,11 +62,29 @@ unsafe impl<R: lock_api::RawMutex> Lock for R {
 
 /// The lock a queue uses unless told otherwise: `parking_lot::RawMutex` (spins briefly, then
 /// sleeps on a futex) with the `std` feature.
+///
+/// ```
+/// use pitlane_wait::lock::{DefaultLock, Lock};
+///
+/// let lock: DefaultLock = <DefaultLock as lock_api::RawMutex>::INIT;
+/// lock.lock();
+/// // SAFETY: this thread holds the lock.
+/// unsafe { lock.unlock() };
+/// ```
 #[cfg(all(feature = "std", not(pitlane_loom)))]
 pub type DefaultLock = parking_lot::RawMutex;
 
 /// The lock a queue uses unless told otherwise: pitlane-sync's test-and-test-and-set spin lock
 /// without the `std` feature.
+///
+/// ```
+/// use pitlane_wait::lock::{DefaultLock, Lock};
+///
+/// let lock: DefaultLock = <DefaultLock as lock_api::RawMutex>::INIT;
+/// lock.lock();
+/// // SAFETY: this thread holds the lock.
+/// unsafe { lock.unlock() };
+/// ```
 #[cfg(all(not(feature = "std"), not(pitlane_loom)))]
 pub type DefaultLock = pitlane_sync::spin::RawTtas;
 
@@ -240,10 +258,24 @@ impl Parker for Park {
 
 /// The parker a queue uses unless told otherwise: [`Park`] with `std`, [`Spin`] without (and
 /// under loom, where parking is modelled as yielding to the model).
+///
+/// ```
+/// use pitlane_wait::lock::{DefaultParker, Parker};
+///
+/// DefaultParker::park(0x1000, || false); // nothing to wait for: returns at once
+/// DefaultParker::unpark(0x1000); // nobody parked: does nothing
+/// ```
 #[cfg(all(feature = "std", not(pitlane_loom)))]
 pub type DefaultParker = Park;
 
 /// The parker a queue uses unless told otherwise: [`Park`] with `std`, [`Spin`] without (and
 /// under loom, where parking is modelled as yielding to the model).
+///
+/// ```
+/// use pitlane_wait::lock::{DefaultParker, Parker};
+///
+/// DefaultParker::park(0x1000, || false); // nothing to wait for: returns at once
+/// DefaultParker::unpark(0x1000); // nobody parked: does nothing
+/// ```
 #[cfg(any(not(feature = "std"), pitlane_loom))]
 pub type DefaultParker = Spin;
