@@ -37,12 +37,34 @@
 /// ```
 pub unsafe trait Lock {
     /// Waits until this thread holds the lock.
+    ///
+    /// ```
+    /// use pitlane_sync::spin::RawTtas;
+    /// use pitlane_wait::lock::Lock;
+    ///
+    /// let raw = RawTtas::new();
+    /// Lock::lock(&raw);
+    /// assert!(raw.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { Lock::unlock(&raw) };
+    /// ```
     fn lock(&self);
 
     /// Releases the lock.
     ///
     /// # Safety
     /// The calling thread holds the lock.
+    ///
+    /// ```
+    /// use pitlane_sync::spin::RawTtas;
+    /// use pitlane_wait::lock::Lock;
+    ///
+    /// let raw = RawTtas::new();
+    /// Lock::lock(&raw);
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { Lock::unlock(&raw) };
+    /// assert!(!raw.is_locked());
+    /// ```
     unsafe fn unlock(&self);
 }
 
@@ -176,14 +198,45 @@ pub(crate) fn default_lock() -> DefaultLock {
 /// ```
 pub trait Parker {
     /// How many times the lock holder reads the link before it parks.
+    ///
+    /// ```
+    /// use pitlane_wait::lock::{Park, Parker, Spin};
+    ///
+    /// assert_eq!(Spin::SPINS, 0); // never parks, so nothing to spin before
+    /// assert!(Park::SPINS > 0);
+    /// ```
     const SPINS: u32;
 
     /// Sleeps until [`unpark`](Parker::unpark) is called with `key`, or returns spuriously;
     /// does not sleep if `still_waiting` (called where a concurrent `unpark` cannot slip in
     /// between the check and the sleep) returns `false`.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use pitlane_wait::lock::{Park, Parker};
+    ///
+    /// let waiting = AtomicBool::new(true);
+    /// let key = std::ptr::from_ref(&waiting).addr();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         // A wake-up may be spurious: check again after each.
+    ///         while waiting.load(Ordering::Acquire) {
+    ///             Park::park(key, || waiting.load(Ordering::Acquire));
+    ///         }
+    ///     });
+    ///     waiting.store(false, Ordering::Release);
+    ///     Park::unpark(key);
+    /// });
+    /// ```
     fn park(key: usize, still_waiting: impl FnOnce() -> bool);
 
     /// Wakes the thread parked with `key`, if any.
+    ///
+    /// ```
+    /// use pitlane_wait::lock::{Park, Parker};
+    ///
+    /// Park::unpark(0x1000); // nobody parked there: nothing happens
+    /// ```
     fn unpark(key: usize);
 }
 
