@@ -134,7 +134,7 @@ pub struct Bagpipe<B> {
 /// assert_eq!(error, PipeCountError { requested: 0 });
 /// assert!(!error.to_string().is_empty());
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PipeCountError {
     /// The count asked for.
     pub requested: usize,

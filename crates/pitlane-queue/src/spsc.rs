@@ -449,7 +449,7 @@ fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
 /// assert_eq!(error, ChannelError::BatchOutOfRange { batch: 0, capacity: 4 });
 /// assert_eq!(error.to_string(), "the batch size 0 is not in 1..=4");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChannelError {
     /// A queue needs at least one slot.
     ZeroCapacity,

@@ -11,6 +11,7 @@
 use std::cell::Cell;
 use std::error::Error;
 use std::fmt::Debug;
+use std::hash::Hash;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 
 use pitlane_queue::bagpipe::{self, Bagpipe, PipeCountError};
@@ -25,7 +26,7 @@ fn send<T: Send>() {}
 fn unwind_safe<T: UnwindSafe + RefUnwindSafe>() {}
 fn default_debug<T: Default + Debug>() {}
 fn debug<T: Debug>() {}
-fn error<E: Error + Send + Sync + Clone + PartialEq + 'static>() {}
+fn error<E: Error + Send + Sync + Copy + Eq + Hash + 'static>() {}
 fn owned_iter<C: IntoIterator<Item = T>, T>() {}
 
 /// A value that may move between threads but not be shared by them.
@@ -106,6 +107,7 @@ fn structures_drain_into_owned_iterators() {
     assert_eq!(stack.into_iter().collect::<Vec<_>>(), [2, 1, 0]);
 }
 
+/// One vocabulary: every error of the crate is a `Copy + Eq + Hash` std error.
 #[test]
 fn errors_are_std_errors_that_cross_threads() {
     error::<PushError<u8>>();
