@@ -8,7 +8,7 @@
 //! and the ticket names the cell it fills. Cells live in fixed-size *segments* linked into a
 //! list. Two changes to the published algorithm make a push publish with a plain store instead
 //! of a compare-and-swap (see "The protocol"); they are this crate's own.
-
+//!
 //! ```
 //! use pitlane_queue::mpmc::Queue;
 //!
