@@ -57,6 +57,28 @@
 //! the calling thread's heap, the block goes on the page's `free` list (no atomic); otherwise
 //! on its `remote` list (one CAS). A large block's header sits 64 bytes before it.
 //!
+//! # Where the design comes from
+//!
+//! - **mimalloc** (Leijen, Zorn and de Moura, "Mimalloc: Free List Sharding in Action",
+//!   2019): a heap per thread reached through a thread-local pointer that starts at a static
+//!   empty heap (so the fast path has no initialisation check), free lists sharded per page
+//!   (the owner's `free` list and an atomic list for frees from other threads), a page's
+//!   descriptor found by masking the block's address, full pages that come back through a
+//!   delayed-free list, a `pthread` key destructor at thread exit, and purging after a delay.
+//! - **elfmalloc** (the allocators-rs project; the seed `rust-alloc-trait-elfmalloc-post.txt`
+//!   and its Vec workloads): empty pages shared between threads through a Bagpipe, a *dirty*
+//!   one and a *clean* (purged) one. Unlike elfmalloc, only empty pages enter it, so neither
+//!   its revocation nor its bail-out is needed (see the `pool` module and
+//!   `docs/notes/alloc-design.md`).
+//! - **Treiber's stack**: each pipe of that Bagpipe, its top a generation-tagged index against
+//!   ABA (`pitlane_sync::TaggedIndex`), and a heap's delayed list, which needs no tag since its
+//!   owner only ever takes it whole, with one swap.
+//!
+//! The lock-free steps each take effect at one atomic instruction: a remote free at the CAS
+//! that pushes its batch on a page's `remote` list, the owner's collection at the swap that
+//! takes that list whole, a pool push or pop at the CAS on the pipe's top (see `heap` and
+//! `pool` for each protocol).
+//!
 //! # Guarantees
 //!
 //! - Failure is a null pointer (`GlobalAlloc`) or [`AllocError`]: sizes near `isize::MAX`,

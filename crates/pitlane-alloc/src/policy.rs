@@ -58,13 +58,43 @@ pub struct PurgePolicy {
 
 impl PurgePolicy {
     /// The default delay: 100 ms.
+    ///
+    /// ```
+    /// use pitlane_alloc::PurgePolicy;
+    ///
+    /// assert_eq!(PurgePolicy::default().delay_ms, PurgePolicy::DEFAULT_DELAY_MS);
+    /// ```
     pub const DEFAULT_DELAY_MS: u64 = 100;
     /// The default budget of free memory kept past the delay: 64 MiB (as much as glibc's
     /// dynamic trim threshold lets it keep at the top of its heap).
+    ///
+    /// ```
+    /// use pitlane_alloc::PurgePolicy;
+    ///
+    /// // Keep twice the default budget past the delay.
+    /// let policy = PurgePolicy {
+    ///     retain_bytes: 2 * PurgePolicy::DEFAULT_RETAIN_BYTES,
+    ///     ..PurgePolicy::default()
+    /// };
+    /// assert_eq!(policy.retain_bytes, 128 << 20);
+    /// ```
     pub const DEFAULT_RETAIN_BYTES: usize = 64 << 20;
     /// The default longest time memory is kept under that budget: 10 s.
+    ///
+    /// ```
+    /// use pitlane_alloc::PurgePolicy;
+    ///
+    /// assert_eq!(PurgePolicy::default().retain_ms, PurgePolicy::DEFAULT_RETAIN_MS);
+    /// ```
     pub const DEFAULT_RETAIN_MS: u64 = 10_000;
     /// The default cache of freed large mappings: 64 MiB.
+    ///
+    /// ```
+    /// use pitlane_alloc::PurgePolicy;
+    ///
+    /// let p = PurgePolicy::default();
+    /// assert_eq!(p.large_cache_bytes, PurgePolicy::DEFAULT_LARGE_CACHE_BYTES);
+    /// ```
     pub const DEFAULT_LARGE_CACHE_BYTES: usize = 64 << 20;
 }
 

@@ -87,11 +87,34 @@ use crate::seat::Held;
 use crate::weak_bag::{BagHandle, IntoIter, PopError, PushError, WeakBag};
 
 /// The most pipes a Bagpipe may have.
+///
+/// ```
+/// use pitlane_queue::bagpipe::{Bagpipe, MAX_PIPES};
+/// use pitlane_queue::stack::Stack;
+///
+/// assert!(Bagpipe::<Stack<u8>>::with_pipes(MAX_PIPES + 1).is_err());
+/// ```
 pub const MAX_PIPES: usize = 1 << 16;
 
 /// An array of weak bags walked in a random permutation per handle.
 ///
 /// See the [module documentation](self).
+///
+/// ```
+/// use pitlane_queue::{bagpipe::Bagpipe, mpmc::Queue};
+///
+/// let bag: Bagpipe<Queue<u32>> = Bagpipe::new();
+/// std::thread::scope(|s| {
+///     for t in 0..2 {
+///         let bag = &bag;
+///         s.spawn(move || (0..100).for_each(|i| bag.push(t * 100 + i)));
+///     }
+/// });
+/// // No order among the pipes; every item comes out once.
+/// let mut all: Vec<u32> = bag.into_iter().collect();
+/// all.sort();
+/// assert_eq!(all, (0..200).collect::<Vec<_>>());
+/// ```
 pub struct Bagpipe<B> {
     /// The pipes; a power of two of them.
     pipes: Box<[CachePadded<B>]>,
@@ -102,7 +125,16 @@ pub struct Bagpipe<B> {
 }
 
 /// A bad pipe count for [`Bagpipe::with_pipes`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```
+/// use pitlane_queue::bagpipe::{Bagpipe, PipeCountError};
+/// use pitlane_queue::stack::Stack;
+///
+/// let error = Bagpipe::<Stack<u8>>::with_pipes(0).unwrap_err();
+/// assert_eq!(error, PipeCountError { requested: 0 });
+/// assert!(!error.to_string().is_empty());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PipeCountError {
     /// The count asked for.
     pub requested: usize,
@@ -768,6 +800,24 @@ const REFRESH_EVERY: u32 = 256;
 /// for queues): make one per thread, and drop it when the thread stops using the Bagpipe for a
 /// while (a queue pipe's pin held by an idle thread delays the reclamation of retired memory
 /// process-wide).
+///
+/// ```
+/// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+///
+/// let bag: Bagpipe<Stack<u64>> = Bagpipe::new();
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             let handle = bag.handle(); // one per thread
+///             for i in 0..1000 {
+///                 handle.push(i);
+///                 assert!(handle.pop().is_some());
+///             }
+///         });
+///     }
+/// });
+/// assert_eq!(bag.size_guess(), 0);
+/// ```
 pub struct Handle<'a, B: WeakBag + 'a> {
     bagpipe: &'a Bagpipe<B>,
     walk: Cell<Walk>,

@@ -14,9 +14,10 @@
 //!
 //! The default feature `std` brings in everything above. Without it the crate is `#![no_std]`
 //! and needs only `alloc`: [`spsc`] and the error types are there, the bags (which stand on
-//! an epoch collector and OS threads) are not. CI checks it with
-//! `cargo clippy -p pitlane-queue --no-default-features` and
-//! `cargo test -p pitlane-queue --no-default-features --lib`.
+//! an epoch collector and OS threads) are not. CI checks that it builds so with
+//! `cargo clippy -p pitlane-sync -p pitlane-queue --no-default-features`. (The tests cannot
+//! check it: a dev-dependency, pitlane-testkit, depends on this crate with its default
+//! features, so `cargo test --no-default-features` builds the crate with `std` all the same.)
 #![cfg_attr(not(any(feature = "std", pitlane_loom, test)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

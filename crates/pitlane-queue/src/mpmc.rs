@@ -8,7 +8,7 @@
 //! and the ticket names the cell it fills. Cells live in fixed-size *segments* linked into a
 //! list. Two changes to the published algorithm make a push publish with a plain store instead
 //! of a compare-and-swap (see "The protocol"); they are this crate's own.
-
+//!
 //! ```
 //! use pitlane_queue::mpmc::Queue;
 //!
@@ -175,6 +175,15 @@ use crate::slot::{self, EMPTY, FULL, REVOKED, Slot, TAKEN, WRITING};
 use crate::weak_bag::{BagHandle, IntoIter, PopError, PushError, WeakBag};
 
 /// Cells per segment unless the type says otherwise.
+///
+/// ```
+/// use pitlane_queue::mpmc::{DEFAULT_SEGMENT, Queue};
+///
+/// // The default queue and one that names the default size are the same type.
+/// let queue: Queue<u8, DEFAULT_SEGMENT> = Queue::new();
+/// queue.push(1);
+/// assert_eq!(queue.pop(), Some(1));
+/// ```
 pub const DEFAULT_SEGMENT: usize = 1024;
 
 /// How many times a pop re-reads an empty cell whose pusher has taken its ticket before it
@@ -257,6 +266,22 @@ use reclaim::{Guard, pin, protected};
 /// An unbounded lock-free MPMC FIFO queue of `T`, with `SEGMENT` cells per segment.
 ///
 /// See the [module documentation](self) for the algorithm and its guarantees.
+///
+/// ```
+/// use pitlane_queue::mpmc::Queue;
+///
+/// // `const`: a queue can be a `static`, as a `SegQueue` can.
+/// static JOBS: Queue<u32> = Queue::new();
+/// std::thread::scope(|s| {
+///     for t in 0..2 {
+///         s.spawn(move || (0..100).for_each(|i| JOBS.push(t * 100 + i)));
+///     }
+/// });
+/// assert_eq!(JOBS.len(), 200);
+/// let mut all: Vec<u32> = std::iter::from_fn(|| JOBS.pop()).collect();
+/// all.sort();
+/// assert_eq!(all, (0..200).collect::<Vec<_>>());
+/// ```
 pub struct Queue<T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     /// The segment pops take tickets from: `tail` or a predecessor of it; null until the first
     /// push.
@@ -1481,6 +1506,21 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
 }
 
 /// One thread's pinned access to a [`Queue`]; see [`Queue::handle`]. Neither `Send` nor `Sync`.
+///
+/// ```
+/// use pitlane_queue::mpmc::Queue;
+///
+/// let queue = Queue::new();
+/// std::thread::scope(|s| {
+///     s.spawn(|| {
+///         let handle = queue.handle(); // one per thread, for a run of operations
+///         (0..1000).for_each(|i| handle.push(i));
+///     });
+/// });
+/// let handle = queue.handle();
+/// assert_eq!(handle.pop(), Some(0));
+/// assert_eq!(handle.queue().len(), 999);
+/// ```
 pub struct Handle<'q, T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     queue: &'q Queue<T, SEGMENT>,
     /// The pin, taken by the first operation after the handle was made or released.

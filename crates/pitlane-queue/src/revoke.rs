@@ -219,20 +219,105 @@ impl RevokeHandle {
 /// redirects the handle; the bags stay sound, but only one copy can then be revoked).
 pub unsafe trait Revocable {
     /// The item's handle.
+    ///
+    /// ```
+    /// use pitlane_queue::revoke::{Revocable, RevokeHandle};
+    ///
+    /// struct Page(RevokeHandle);
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let page = Page(RevokeHandle::new());
+    /// let (a, b) = (&page, &page);
+    /// // Every copy of the item reaches the same handle.
+    /// assert!(std::ptr::eq(a.revoke_handle(), b.revoke_handle()));
+    /// ```
     fn revoke_handle(&self) -> &RevokeHandle;
 }
 
 /// A [`WeakBag`] that can track where revocable items sit and take them back.
+///
+/// ```
+/// use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
+/// use pitlane_queue::{mpmc::Queue, stack::Stack};
+///
+/// struct Page(RevokeHandle);
+/// // SAFETY: the handle lives in the page, outside the reference.
+/// unsafe impl Revocable for &Page {
+///     fn revoke_handle(&self) -> &RevokeHandle {
+///         &self.0
+///     }
+/// }
+///
+/// // Generic over the bag: a page that becomes free is taken back from wherever it sits.
+/// fn take_back<B: RevocableBag<Item = &'static Page>>(bag: &B, page: &'static Page) -> bool {
+///     // SAFETY: `bag`, the only bag the page is pushed into, outlives the call.
+///     unsafe { B::revoke(&page) }
+/// }
+///
+/// static PAGES: [Page; 3] = [const { Page(RevokeHandle::new()) }; 3];
+/// let queue = Queue::new();
+/// PAGES.iter().for_each(|page| queue.push_revocable(page));
+/// assert!(take_back(&queue, &PAGES[1]));
+/// let left: Vec<_> = std::iter::from_fn(|| queue.pop()).collect();
+/// assert!(left.len() == 2 && std::ptr::eq(left[1], &PAGES[2]));
+/// let stack = Stack::new();
+/// stack.push_revocable(&PAGES[0]);
+/// assert!(take_back(&stack, &PAGES[0]));
+/// assert_eq!(stack.pop().map(|_| ()), None);
+/// ```
 pub trait RevocableBag: WeakBag
 where
     Self::Item: Revocable,
 {
     /// Like [`try_push`](WeakBag::try_push), and records in the item's handle where it landed,
     /// so that [`revoke`](Self::revoke) can find it.
+    ///
+    /// ```
+    /// use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
+    /// use pitlane_queue::stack::Stack;
+    ///
+    /// struct Page(RevokeHandle);
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let page = Page(RevokeHandle::new());
+    /// let stack = Stack::new();
+    /// assert!(stack.try_push_revocable(&page).is_ok()); // alone: no race to lose
+    /// assert!(page.0.is_in_bag());
+    /// ```
     fn try_push_revocable(&self, item: Self::Item) -> Result<(), PushError<Self::Item>>;
 
     /// Like [`push`](WeakBag::push), tracking the item like
     /// [`try_push_revocable`](Self::try_push_revocable).
+    ///
+    /// ```
+    /// use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// struct Page(RevokeHandle);
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let page = Page(RevokeHandle::new());
+    /// let queue = Queue::new();
+    /// queue.push_revocable(&page);
+    /// assert!(page.0.is_in_bag());
+    /// assert!(queue.pop().is_some());
+    /// assert!(!page.0.is_in_bag());
+    /// ```
     fn push_revocable(&self, item: Self::Item) {
         crate::weak_bag::retry_push(item, |item| self.try_push_revocable(item))
     }
@@ -255,6 +340,30 @@ where
     /// The bag the item was last pushed into with tracking, if any, is not dropped before this
     /// call returns. (Implementations find the slot through the handle alone, so `revoke`
     /// needs no `&self`; holding a reference to that bag is the easy way to keep the promise.)
+    ///
+    /// ```
+    /// use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
+    /// use pitlane_queue::mpmc::Queue;
+    ///
+    /// struct Page(RevokeHandle);
+    /// // SAFETY: the handle lives in the page, outside the reference.
+    /// unsafe impl Revocable for &Page {
+    ///     fn revoke_handle(&self) -> &RevokeHandle {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let (first, second) = (Page(RevokeHandle::new()), Page(RevokeHandle::new()));
+    /// let queue = Queue::new();
+    /// queue.push_revocable(&first);
+    /// queue.push_revocable(&second);
+    /// // SAFETY: `queue`, where the pages were pushed, outlives both calls.
+    /// assert!(unsafe { Queue::<&Page>::revoke(&&first) });
+    /// assert!(!unsafe { Queue::<&Page>::revoke(&&first) }); // already out
+    /// // Pops skip the revoked cell.
+    /// assert!(queue.pop().is_some_and(|page| std::ptr::eq(page, &second)));
+    /// assert!(queue.pop().is_none());
+    /// ```
     unsafe fn revoke(item: &Self::Item) -> bool;
 }
 

@@ -196,6 +196,12 @@ use pitlane_sync::shim::cell::UnsafeCell;
 use pitlane_sync::shim::hint::spin_loop;
 
 /// The longest batch the defaults choose, whatever the capacity.
+///
+/// ```
+/// use pitlane_queue::spsc::{MAX_DEFAULT_BATCH, default_batch};
+///
+/// assert_eq!(default_batch(1 << 20), MAX_DEFAULT_BATCH);
+/// ```
 pub const MAX_DEFAULT_BATCH: usize = 256;
 
 /// How many spin hints an end that streams right behind the other waits, at most, for a whole
@@ -434,7 +440,16 @@ fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
 }
 
 /// Why a queue could not be created.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```
+/// use pitlane_queue::spsc::{self, Builder, ChannelError};
+///
+/// assert_eq!(spsc::try_channel::<u8>(0).unwrap_err(), ChannelError::ZeroCapacity);
+/// let error = Builder::new(4).batch(0).build::<u8>().unwrap_err();
+/// assert_eq!(error, ChannelError::BatchOutOfRange { batch: 0, capacity: 4 });
+/// assert_eq!(error.to_string(), "the batch size 0 is not in 1..=4");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChannelError {
     /// A queue needs at least one slot.
     ZeroCapacity,
@@ -1283,6 +1298,17 @@ impl<T> fmt::Debug for Consumer<T> {
 }
 
 /// Pops values until the queue is empty; made by [`Consumer::try_iter`].
+///
+/// Not fused: a later `next` finds what the producer pushed since.
+///
+/// ```
+/// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+/// producer.push_slice(&[1, 2]);
+/// let mut values = consumer.try_iter();
+/// assert_eq!((values.next(), values.next(), values.next()), (Some(1), Some(2), None));
+/// producer.try_push(3).unwrap();
+/// assert_eq!(values.next(), Some(3));
+/// ```
 #[derive(Debug)]
 pub struct TryIter<'a, T> {
     consumer: &'a mut Consumer<T>,
@@ -1421,6 +1447,17 @@ impl<T> Producer<T> {
 /// Publishing `n` slots stores *full* into each, in ring order, with `Release`: the consumer,
 /// which takes slots in the same order, sees a value only once it is written, and each value's
 /// store is the linearization point of its push.
+///
+/// ```
+/// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u32>(8);
+/// let mut chunk = producer.write_chunk_uninit(3).unwrap();
+/// for i in 0..chunk.len() {
+///     chunk.slot(i).write(10 * i as u32);
+/// }
+/// // SAFETY: every slot of the chunk was written.
+/// unsafe { chunk.commit_all() };
+/// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [0, 10, 20]);
+/// ```
 pub struct WriteChunkUninit<'a, T> {
     producer: &'a mut Producer<T>,
     start: usize,
@@ -1638,6 +1675,15 @@ impl<T> Consumer<T> {
 /// Taking `n` values out stores *empty* into each slot, in ring order, with `Release`, after
 /// the value was moved or dropped: the producer reuses a slot only once it sees it empty. Each
 /// store is the linearization point of that value's pop.
+///
+/// ```
+/// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(8);
+/// producer.push_slice(&[1, 2, 3, 4]);
+/// let chunk = consumer.read_chunk(3).unwrap();
+/// assert_eq!(chunk.iter().sum::<i32>(), 6); // read in place
+/// chunk.commit(2); // take the first two out; the third stays queued
+/// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [3, 4]);
+/// ```
 pub struct ReadChunk<'a, T> {
     consumer: &'a mut Consumer<T>,
     start: usize,

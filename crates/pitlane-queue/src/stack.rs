@@ -161,6 +161,20 @@ pub const MAX_ITEMS: usize = MAX_NODES;
 /// A lock-free LIFO stack of `T`, holding up to [`MAX_ITEMS`] items.
 ///
 /// See the [module documentation](self) for the algorithm and its guarantees.
+///
+/// ```
+/// use pitlane_queue::stack::Stack;
+///
+/// // `const`: a stack can be a `static`.
+/// static FREE: Stack<usize> = Stack::new();
+/// std::thread::scope(|s| {
+///     s.spawn(|| (0..100).for_each(|i| FREE.push(i)));
+///     s.spawn(|| (100..200).for_each(|i| FREE.push(i)));
+/// });
+/// assert_eq!(FREE.len(), 200);
+/// let top = FREE.pop().unwrap();
+/// assert!(top == 99 || top == 199); // the last push of one of the threads
+/// ```
 pub struct Stack<T> {
     /// The top node and its generation, and the node count, on one cache line.
     top: CachePadded<Top>,
@@ -1089,6 +1103,21 @@ impl<T> Stack<T> {
 
 /// One thread's access to a [`Stack`], with a stash of free nodes; see [`Stack::handle`].
 /// Not `Sync`: one thread uses it at a time. Dropping it gives its stash back to the stack.
+///
+/// ```
+/// use pitlane_queue::stack::Stack;
+///
+/// let stack = Stack::new();
+/// std::thread::scope(|s| {
+///     s.spawn(|| {
+///         let handle = stack.handle();
+///         (0..1000).for_each(|i| handle.push(i));
+///     });
+/// });
+/// let handle = stack.handle();
+/// assert_eq!(handle.pop(), Some(999));
+/// assert_eq!(handle.stack().len(), 999);
+/// ```
 pub struct Handle<'a, T> {
     stack: &'a Stack<T>,
     /// Free nodes of `stack` owned by this handle alone.

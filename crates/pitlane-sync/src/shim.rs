@@ -65,6 +65,16 @@ pub mod cell {
 
     /// A thin wrapper over [`core::cell::UnsafeCell`] whose accessors take closures, the API
     /// of `loom::cell::UnsafeCell`, so that loom can check every access in models.
+    ///
+    /// ```
+    /// use pitlane_sync::shim::cell::UnsafeCell;
+    ///
+    /// let cell = UnsafeCell::new(1_u32);
+    /// // SAFETY: no other access to the cell runs meanwhile.
+    /// cell.with_mut(|p| unsafe { *p += 1 });
+    /// // SAFETY: as above.
+    /// assert_eq!(cell.with(|p| unsafe { *p }), 2);
+    /// ```
     #[cfg(not(pitlane_loom))]
     #[derive(Debug, Default)]
     #[repr(transparent)]

@@ -41,6 +41,10 @@ use crate::shim::atomic::{AtomicBool, Ordering};
 use crate::shim::hint::spin_loop;
 
 /// The longest wait, in spin hints, between two attempts of [`RawTasBackoff`].
+///
+/// ```
+/// assert!(pitlane_sync::spin::MAX_BACKOFF_SPINS.is_power_of_two());
+/// ```
 pub const MAX_BACKOFF_SPINS: u32 = 1 << 10;
 
 macro_rules! raw_lock_common {
@@ -171,6 +175,19 @@ macro_rules! raw_lock_common {
 ///
 /// The simplest lock, and the one that hurts most under contention: each waiting core keeps
 /// pulling the lock's cache line in exclusive mode.
+/// ```
+/// use lock_api::RawMutex;
+/// use pitlane_sync::spin::{RawTas, TasMutex};
+///
+/// let raw = RawTas::INIT; // a `lock_api::RawMutex`
+/// assert!(raw.try_lock());
+/// assert!(!raw.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { raw.unlock() };
+/// let counter: TasMutex<u32> = TasMutex::new(0); // `lock_api::Mutex<RawTas, u32>`
+/// *counter.lock() += 1;
+/// assert_eq!(counter.into_inner(), 1);
+/// ```
 #[derive(Debug)]
 pub struct RawTas {
     /// `true` while some thread holds the lock.
@@ -198,6 +215,19 @@ raw_lock_common!(RawTas);
 
 /// Test-and-test-and-set: after a failed test-and-set, wait on plain loads, which keep the cache line
 /// shared until the holder's release invalidates it.
+/// ```
+/// use lock_api::RawMutex;
+/// use pitlane_sync::spin::{RawTtas, TtasMutex};
+///
+/// let raw = RawTtas::INIT; // a `lock_api::RawMutex`
+/// assert!(raw.try_lock());
+/// assert!(!raw.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { raw.unlock() };
+/// let counter: TtasMutex<u32> = TtasMutex::new(0); // `lock_api::Mutex<RawTtas, u32>`
+/// *counter.lock() += 1;
+/// assert_eq!(counter.into_inner(), 1);
+/// ```
 #[derive(Debug)]
 pub struct RawTtas {
     /// `true` while some thread holds the lock.
@@ -239,6 +269,19 @@ raw_lock_common!(RawTtas);
 
 /// Test-and-set with bounded exponential backoff: after the k-th failed test-and-set, wait
 /// `min(2^k, MAX_BACKOFF_SPINS)` spin hints before the next one.
+/// ```
+/// use lock_api::RawMutex;
+/// use pitlane_sync::spin::{RawTasBackoff, TasBackoffMutex};
+///
+/// let raw = RawTasBackoff::INIT; // a `lock_api::RawMutex`
+/// assert!(raw.try_lock());
+/// assert!(!raw.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { raw.unlock() };
+/// let counter: TasBackoffMutex<u32> = TasBackoffMutex::new(0); // `lock_api::Mutex<RawTasBackoff, u32>`
+/// *counter.lock() += 1;
+/// assert_eq!(counter.into_inner(), 1);
+/// ```
 #[derive(Debug)]
 pub struct RawTasBackoff {
     /// `true` while some thread holds the lock.
@@ -280,16 +323,73 @@ impl RawTasBackoff {
 raw_lock_common!(RawTasBackoff);
 
 /// A mutex over [`RawTas`].
+///
+/// ```
+/// use pitlane_sync::spin::TasMutex;
+///
+/// static LOG: TasMutex<Vec<&str>> = TasMutex::new(Vec::new()); // `const`
+/// LOG.lock().push("first");
+/// assert_eq!(LOG.lock().len(), 1);
+/// ```
 pub type TasMutex<T> = lock_api::Mutex<RawTas, T>;
 /// The guard of a [`TasMutex`].
+///
+/// ```
+/// use pitlane_sync::spin::{TasMutex, TasMutexGuard};
+///
+/// let lock = TasMutex::new(1);
+/// let mut guard: TasMutexGuard<'_, i32> = lock.lock();
+/// *guard += 1;
+/// assert!(lock.try_lock().is_none()); // held while the guard lives
+/// drop(guard);
+/// assert_eq!(*lock.lock(), 2);
+/// ```
 pub type TasMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawTas, T>;
 /// A mutex over [`RawTtas`].
+///
+/// ```
+/// use pitlane_sync::spin::TtasMutex;
+///
+/// static LOG: TtasMutex<Vec<&str>> = TtasMutex::new(Vec::new()); // `const`
+/// LOG.lock().push("first");
+/// assert_eq!(LOG.lock().len(), 1);
+/// ```
 pub type TtasMutex<T> = lock_api::Mutex<RawTtas, T>;
 /// The guard of a [`TtasMutex`].
+///
+/// ```
+/// use pitlane_sync::spin::{TtasMutex, TtasMutexGuard};
+///
+/// let lock = TtasMutex::new(1);
+/// let mut guard: TtasMutexGuard<'_, i32> = lock.lock();
+/// *guard += 1;
+/// assert!(lock.try_lock().is_none()); // held while the guard lives
+/// drop(guard);
+/// assert_eq!(*lock.lock(), 2);
+/// ```
 pub type TtasMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawTtas, T>;
 /// A mutex over [`RawTasBackoff`].
+///
+/// ```
+/// use pitlane_sync::spin::TasBackoffMutex;
+///
+/// static LOG: TasBackoffMutex<Vec<&str>> = TasBackoffMutex::new(Vec::new()); // `const`
+/// LOG.lock().push("first");
+/// assert_eq!(LOG.lock().len(), 1);
+/// ```
 pub type TasBackoffMutex<T> = lock_api::Mutex<RawTasBackoff, T>;
 /// The guard of a [`TasBackoffMutex`].
+///
+/// ```
+/// use pitlane_sync::spin::{TasBackoffMutex, TasBackoffMutexGuard};
+///
+/// let lock = TasBackoffMutex::new(1);
+/// let mut guard: TasBackoffMutexGuard<'_, i32> = lock.lock();
+/// *guard += 1;
+/// assert!(lock.try_lock().is_none()); // held while the guard lives
+/// drop(guard);
+/// assert_eq!(*lock.lock(), 2);
+/// ```
 pub type TasBackoffMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawTasBackoff, T>;
 
 #[cfg(all(test, not(pitlane_loom)))]

@@ -48,6 +48,13 @@
 use crate::shim::atomic::{AtomicU64, Ordering};
 
 /// The index bits of a [`TaggedIndex`] unless its type says otherwise.
+///
+/// ```
+/// use pitlane_sync::tagged::{DEFAULT_INDEX_BITS, Tagged};
+///
+/// assert_eq!(Tagged::<DEFAULT_INDEX_BITS>::NIL, Tagged::<20>::NIL);
+/// assert_eq!(Tagged::<DEFAULT_INDEX_BITS>::GENERATIONS, 1 << 44);
+/// ```
 pub const DEFAULT_INDEX_BITS: u32 = 20;
 
 /// A snapshot of a [`TaggedIndex`]: an index of `INDEX_BITS` bits and the generation it was

@@ -37,12 +37,34 @@
 /// ```
 pub unsafe trait Lock {
     /// Waits until this thread holds the lock.
+    ///
+    /// ```
+    /// use pitlane_sync::spin::RawTtas;
+    /// use pitlane_wait::lock::Lock;
+    ///
+    /// let raw = RawTtas::new();
+    /// Lock::lock(&raw);
+    /// assert!(raw.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { Lock::unlock(&raw) };
+    /// ```
     fn lock(&self);
 
     /// Releases the lock.
     ///
     /// # Safety
     /// The calling thread holds the lock.
+    ///
+    /// ```
+    /// use pitlane_sync::spin::RawTtas;
+    /// use pitlane_wait::lock::Lock;
+    ///
+    /// let raw = RawTtas::new();
+    /// Lock::lock(&raw);
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { Lock::unlock(&raw) };
+    /// assert!(!raw.is_locked());
+    /// ```
     unsafe fn unlock(&self);
 }
 
@@ -62,11 +84,29 @@ unsafe impl<R: lock_api::RawMutex> Lock for R {
 
 /// The lock a queue uses unless told otherwise: `parking_lot::RawMutex` (spins briefly, then
 /// sleeps on a futex) with the `std` feature.
+///
+/// ```
+/// use pitlane_wait::lock::{DefaultLock, Lock};
+///
+/// let lock: DefaultLock = <DefaultLock as lock_api::RawMutex>::INIT;
+/// lock.lock();
+/// // SAFETY: this thread holds the lock.
+/// unsafe { lock.unlock() };
+/// ```
 #[cfg(all(feature = "std", not(pitlane_loom)))]
 pub type DefaultLock = parking_lot::RawMutex;
 
 /// The lock a queue uses unless told otherwise: pitlane-sync's test-and-test-and-set spin lock
 /// without the `std` feature.
+///
+/// ```
+/// use pitlane_wait::lock::{DefaultLock, Lock};
+///
+/// let lock: DefaultLock = <DefaultLock as lock_api::RawMutex>::INIT;
+/// lock.lock();
+/// // SAFETY: this thread holds the lock.
+/// unsafe { lock.unlock() };
+/// ```
 #[cfg(all(not(feature = "std"), not(pitlane_loom)))]
 pub type DefaultLock = pitlane_sync::spin::RawTtas;
 
@@ -158,14 +198,45 @@ pub(crate) fn default_lock() -> DefaultLock {
 /// ```
 pub trait Parker {
     /// How many times the lock holder reads the link before it parks.
+    ///
+    /// ```
+    /// use pitlane_wait::lock::{Park, Parker, Spin};
+    ///
+    /// assert_eq!(Spin::SPINS, 0); // never parks, so nothing to spin before
+    /// assert!(Park::SPINS > 0);
+    /// ```
     const SPINS: u32;
 
     /// Sleeps until [`unpark`](Parker::unpark) is called with `key`, or returns spuriously;
     /// does not sleep if `still_waiting` (called where a concurrent `unpark` cannot slip in
     /// between the check and the sleep) returns `false`.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use pitlane_wait::lock::{Park, Parker};
+    ///
+    /// let waiting = AtomicBool::new(true);
+    /// let key = std::ptr::from_ref(&waiting).addr();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         // A wake-up may be spurious: check again after each.
+    ///         while waiting.load(Ordering::Acquire) {
+    ///             Park::park(key, || waiting.load(Ordering::Acquire));
+    ///         }
+    ///     });
+    ///     waiting.store(false, Ordering::Release);
+    ///     Park::unpark(key);
+    /// });
+    /// ```
     fn park(key: usize, still_waiting: impl FnOnce() -> bool);
 
     /// Wakes the thread parked with `key`, if any.
+    ///
+    /// ```
+    /// use pitlane_wait::lock::{Park, Parker};
+    ///
+    /// Park::unpark(0x1000); // nobody parked there: nothing happens
+    /// ```
     fn unpark(key: usize);
 }
 
@@ -240,10 +311,24 @@ impl Parker for Park {
 
 /// The parker a queue uses unless told otherwise: [`Park`] with `std`, [`Spin`] without (and
 /// under loom, where parking is modelled as yielding to the model).
+///
+/// ```
+/// use pitlane_wait::lock::{DefaultParker, Parker};
+///
+/// DefaultParker::park(0x1000, || false); // nothing to wait for: returns at once
+/// DefaultParker::unpark(0x1000); // nobody parked: does nothing
+/// ```
 #[cfg(all(feature = "std", not(pitlane_loom)))]
 pub type DefaultParker = Park;
 
 /// The parker a queue uses unless told otherwise: [`Park`] with `std`, [`Spin`] without (and
 /// under loom, where parking is modelled as yielding to the model).
+///
+/// ```
+/// use pitlane_wait::lock::{DefaultParker, Parker};
+///
+/// DefaultParker::park(0x1000, || false); // nothing to wait for: returns at once
+/// DefaultParker::unpark(0x1000); // nobody parked: does nothing
+/// ```
 #[cfg(any(not(feature = "std"), pitlane_loom))]
 pub type DefaultParker = Spin;

@@ -106,10 +106,45 @@ use pitlane_sync::shim::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use crate::lock::{DefaultLock, DefaultParker, Lock, Parker};
 
-/// The largest state a [`WaitQueue`] keeps in its tail word.
+/// The largest state a [`WaitQueue`] keeps in its tail word (one bit of the word marks it as
+/// a state rather than a node's address).
+///
+/// ```
+/// use pitlane_wait::{WaitQueue, queue::MAX_STATE};
+///
+/// let queue: WaitQueue<()> = WaitQueue::new(MAX_STATE);
+/// assert_eq!(queue.state(), Some(MAX_STATE));
+/// assert_eq!(MAX_STATE, usize::MAX >> 1);
+/// ```
 pub const MAX_STATE: usize = usize::MAX >> 1;
 
 /// How many wakers a [`Locked`] guard collects before it releases the lock to wake them.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::task::{Wake, Waker};
+/// use pitlane_wait::{WaitQueue, queue::WAKE_BATCH};
+///
+/// struct Count(AtomicUsize);
+/// impl Wake for Count {
+///     fn wake(self: Arc<Self>) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let woken = Arc::new(Count(AtomicUsize::new(0)));
+/// let queue: WaitQueue<()> = WaitQueue::new(0);
+/// let mut locked = queue.lock();
+/// for _ in 0..WAKE_BATCH {
+///     locked.wake_later(Waker::from(woken.clone()));
+/// }
+/// assert_eq!(woken.0.load(Ordering::Relaxed), 0); // collected, none woken under the lock
+/// locked.wake_later(Waker::from(woken.clone())); // the batch is full: unlock, wake it, relock
+/// assert_eq!(woken.0.load(Ordering::Relaxed), WAKE_BATCH);
+/// drop(locked); // unlocks, then wakes the rest
+/// assert_eq!(woken.0.load(Ordering::Relaxed), WAKE_BATCH + 1);
+/// ```
 pub const WAKE_BATCH: usize = 32;
 
 const UNQUEUED: u8 = 0;
@@ -136,7 +171,21 @@ impl Link {
     }
 }
 
-/// Where a node stands, as its owner sees it.
+/// Where a node stands, as its owner sees it ([`Node::status`]).
+///
+/// ```
+/// use std::pin::pin;
+/// use pitlane_wait::queue::{Decision, Node, NodeStatus, WaitQueue};
+///
+/// let queue: WaitQueue<()> = WaitQueue::new(0);
+/// let node = pin!(Node::new(()));
+/// assert_eq!(node.status(), NodeStatus::Unqueued);
+/// // SAFETY: the node leaves the queue (dequeued below) before it is dropped.
+/// unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+/// assert_eq!(node.status(), NodeStatus::Queued);
+/// assert_eq!(queue.lock().dequeue(0, |_| None), Some(true));
+/// assert_eq!(node.status(), NodeStatus::Dequeued);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeStatus {
     /// Not in any queue: never enqueued, or removed by its owner.
@@ -251,6 +300,19 @@ impl<T: fmt::Debug> fmt::Debug for Node<T> {
 
 /// What [`WaitQueue::enqueue_or_update`]'s decision function wants done with the tail word it
 /// was shown.
+///
+/// ```
+/// use std::pin::pin;
+/// use pitlane_wait::queue::{Decision, Node, Outcome, WaitQueue};
+///
+/// let queue: WaitQueue<()> = WaitQueue::new(0);
+/// let node = pin!(Node::new(()));
+/// // SAFETY: the node is never enqueued (every decision below leaves it out).
+/// let decide = |d| unsafe { queue.enqueue_or_update(node.as_ref(), move |_| d) };
+/// assert_eq!(decide(Decision::Update(4)), Outcome::Updated(0));
+/// assert_eq!(decide(Decision::Abort), Outcome::Aborted(Some(4)));
+/// assert_eq!(queue.state(), Some(4));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
     /// Enqueue the node (when the queue was empty, its state is replaced by the node).
@@ -262,6 +324,21 @@ pub enum Decision {
 }
 
 /// What [`WaitQueue::enqueue_or_update`] did.
+///
+/// ```
+/// use std::pin::pin;
+/// use pitlane_wait::queue::{Decision, Node, Outcome, WaitQueue};
+///
+/// let queue: WaitQueue<u8> = WaitQueue::new(2);
+/// let (first, second) = (pin!(Node::new(1)), pin!(Node::new(2)));
+/// // SAFETY: both nodes are drained below, before they are dropped.
+/// let enqueue = |node| unsafe { queue.enqueue_or_update(node, |_| Decision::Enqueue) };
+/// // Into the empty queue: the state it held comes back.
+/// assert_eq!(enqueue(first.as_ref()), Outcome::Enqueued(Some(2)));
+/// // Behind a waiter: there was no state.
+/// assert_eq!(enqueue(second.as_ref()), Outcome::Enqueued(None));
+/// assert!(queue.lock().drain(2, |_| None));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The node is queued; the value is the state the queue held if it was empty.

@@ -1,8 +1,10 @@
 //! Linearizability of the semaphore, checked by pitlane-lincheck against its counting
-//! semaphore specification: threads run `try_acquire_many` and give permits back (dropping a
-//! part split off the permits they hold, i.e. `add_permits`) on real threads, with 1, 2 and 3
-//! starting permits; a thread that holds too few permits for a planned release tries to
-//! acquire instead, so that permits are never made from nothing.
+//! semaphore specification: threads run `try_acquire_many` and give permits back on real
+//! threads, with 1, 2 and 3 starting permits; a thread that holds too few permits for a planned
+//! release tries to acquire instead, so that permits are never made from nothing. A release
+//! is made two ways, each checked: dropping a part split off the permits the thread holds
+//! (the permit's release path), and forgetting that part and calling
+//! `Semaphore::add_permits` (the public call itself).
 #![cfg(not(pitlane_loom))]
 
 use std::sync::Arc;
@@ -19,6 +21,9 @@ fn rounds() -> u64 {
 /// A fresh semaphore per round; each thread keeps the permits it took, merged into one.
 struct Permits {
     start: usize,
+    /// Whether a release forgets the split-off permits and calls `add_permits` (else it drops
+    /// them).
+    through_add_permits: bool,
 }
 
 struct Held {
@@ -87,7 +92,12 @@ impl Subject for Permits {
                     .as_mut()
                     .expect("resolved to a release of held permits");
                 let part = mine.split(n as usize).expect("holds at least n");
-                drop(part); // add_permits(n)
+                if self.through_add_permits {
+                    part.forget();
+                    held.semaphore.add_permits(n as usize);
+                } else {
+                    drop(part); // the permit gives its n back
+                }
                 SemaphoreRet::Released
             }
             SemaphoreOp::Acquire(_) => unreachable!("the workload plans no blocking acquire"),
@@ -100,7 +110,29 @@ fn try_acquire_and_add_permits_are_linearizable() {
     for (start, seed) in [(1, 0x5E_A1), (2, 0x5E_A2), (3, 0x5E_A3)] {
         Runner::new(
             SemaphoreSpec::new(start as u64),
-            Permits { start },
+            Permits {
+                start,
+                through_add_permits: false,
+            },
+            workload::try_acquire_release,
+        )
+        .threads(3)
+        .ops(8)
+        .rounds(rounds())
+        .seed(seed)
+        .assert_linearizable();
+    }
+}
+
+#[test]
+fn try_acquire_and_add_permits_called_directly_are_linearizable() {
+    for (start, seed) in [(1, 0xAD_D1), (2, 0xAD_D2), (3, 0xAD_D3)] {
+        Runner::new(
+            SemaphoreSpec::new(start as u64),
+            Permits {
+                start,
+                through_add_permits: true,
+            },
             workload::try_acquire_release,
         )
         .threads(3)
