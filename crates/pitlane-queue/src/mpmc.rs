@@ -1718,10 +1718,9 @@ impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
     }
 
     unsafe fn revoke(item: &T) -> bool {
-        let _guard = pin();
-        // SAFETY: we are pinned from before the handle is read until the last access to the
-        // slot, and the segment protocol keeps the slot's segment allocated that long (see the
-        // `revoke` module); the bag itself is alive by the caller's contract.
+        // SAFETY: the bag is alive by the caller's contract; `revoke_slot` pins from before the
+        // handle is read until the last access to the slot, and the segment protocol keeps the
+        // slot's segment allocated that long (see the `revoke` module).
         unsafe { revoke::revoke_slot(item) }
     }
 }

@@ -1349,8 +1349,9 @@ impl<T: Revocable> RevocableBag for Stack<T> {
     }
 
     unsafe fn revoke(item: &T) -> bool {
-        // SAFETY: node memory lives until the stack is dropped, which the caller promises has
-        // not happened (for the stack the handle may name).
+        // SAFETY: the structure whose slot the handle names (this stack's node memory lives
+        // until the stack is dropped; a queue's segment while `revoke_slot` is pinned) is
+        // alive by the caller's contract.
         unsafe { revoke::revoke_slot(item) }
     }
 }
