@@ -207,3 +207,124 @@ fn a_panic_out_of_a_revoked_items_drop_inside_a_plain_pop_leaves_everything_work
     panic_inside_a_pop_then_carry_on::<Bagpipe<Queue<Bomb, 2>>>();
     panic_inside_a_pop_then_carry_on::<Bagpipe<Stack<Bomb>>>();
 }
+
+/// A revocable item larger than a cache line: the queue announces its write (`WRITING`) and
+/// publishes it with a CAS, the path where a poller's wait, a skip and a revoke meet.
+struct BigRef<'p> {
+    page: &'p pitlane_testkit::pages::Page,
+    pad: [u64; 16],
+}
+
+// SAFETY: the handle lives in the page, outside the item's bytes, the same for every move.
+unsafe impl Revocable for BigRef<'_> {
+    fn revoke_handle(&self) -> &RevokeHandle {
+        &self.page.handle
+    }
+}
+
+#[test]
+fn large_revocable_items_are_popped_or_revoked_exactly_once() {
+    use pitlane_testkit::pages::Page;
+    use pitlane_testkit::stress::{epoch_ready, run_threads};
+    epoch_ready();
+    const PUSHERS: usize = 2;
+    let per_pusher = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        50_000
+    };
+    let pages = Page::numbered(PUSHERS * per_pusher);
+    let outcome: Vec<AtomicUsize> = (0..pages.len()).map(|_| AtomicUsize::new(0)).collect();
+    const POPPED: usize = 1;
+    const REVOKED: usize = 1 << 16;
+    fn check<'p, B: RevocableBag<Item = BigRef<'p>> + Sync>(
+        bag: &B,
+        pages: &'p [Page],
+        outcome: &[AtomicUsize],
+        per_pusher: usize,
+    ) -> usize {
+        let pushed = AtomicUsize::new(0);
+        let pushers_done = AtomicUsize::new(0);
+        let started = AtomicUsize::new(0);
+        run_threads(PUSHERS + 2, |t| {
+            // All four run together from here on.
+            started.fetch_add(1, Ordering::AcqRel);
+            while started.load(Ordering::Acquire) < PUSHERS + 2 {
+                std::hint::spin_loop();
+            }
+            if t < PUSHERS {
+                for page in &pages[t * per_pusher..(t + 1) * per_pusher] {
+                    bag.push_revocable(BigRef {
+                        page,
+                        pad: [page.number as u64; 16],
+                    });
+                    pushed.fetch_max(page.number + 1, Ordering::Relaxed);
+                }
+                pushers_done.fetch_add(1, Ordering::Release);
+            } else if t == PUSHERS {
+                // A poller: pops whatever is there, as fast as it can.
+                let mut idle = 0;
+                while idle < 1_000_000 {
+                    match bag.pop() {
+                        Some(item) => {
+                            idle = 0;
+                            // Slower than the pushers, so that items wait to be revoked.
+                            (0..200).for_each(|_| std::hint::spin_loop());
+                            let n = item.page.number;
+                            assert_eq!(item.pad, [n as u64; 16], "a torn value");
+                            outcome[n].fetch_add(POPPED, Ordering::Relaxed);
+                        }
+                        None => idle += 1,
+                    }
+                }
+            } else {
+                // A revoker close behind the pushers, on the pages pushed last, until they
+                // are done.
+                let mut x = 0x2545_f491_u64;
+                while pushers_done.load(Ordering::Acquire) < PUSHERS {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let recent = pushed.load(Ordering::Relaxed);
+                    let Some(n) = recent.checked_sub(1 + x as usize % 8) else {
+                        continue;
+                    };
+                    let probe = BigRef {
+                        page: &pages[n],
+                        pad: [0; 16],
+                    };
+                    // SAFETY: every page is only ever pushed into `bag`, which outlives the
+                    // threads.
+                    if unsafe { B::revoke(&probe) } {
+                        outcome[n].fetch_add(REVOKED, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        for item in std::iter::from_fn(|| bag.pop()) {
+            outcome[item.page.number].fetch_add(POPPED, Ordering::Relaxed);
+        }
+        let mut revoked = 0;
+        for (n, outcome) in outcome.iter().enumerate() {
+            let seen = outcome.swap(0, Ordering::Relaxed);
+            assert!(
+                seen == POPPED || seen == REVOKED,
+                "page {n}: popped {} times, revoked {} times",
+                seen % REVOKED,
+                seen / REVOKED
+            );
+            revoked += usize::from(seen == REVOKED);
+            assert!(!pages[n].handle.is_in_bag(), "page {n} still tracked");
+        }
+        revoked
+    }
+    let revoked = check(
+        &Queue::<BigRef, 2>::with_segment_size(),
+        &pages,
+        &outcome,
+        per_pusher,
+    ) + check(&Queue::<BigRef>::new(), &pages, &outcome, per_pusher)
+        + check(&Stack::<BigRef>::new(), &pages, &outcome, per_pusher);
+    // (Thousands win on a queue of 2-cell segments; a stack's pops may leave them none.)
+    assert!(revoked > 0, "no revoke won: the race was not run");
+}
