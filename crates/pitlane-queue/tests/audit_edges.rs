@@ -195,12 +195,8 @@ fn panic_inside_a_pop_then_carry_on<B: RevocableBag<Item = Bomb> + Default>() {
 
 #[test]
 fn a_panic_out_of_a_revoked_items_drop_inside_a_plain_pop_leaves_everything_working() {
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if info.payload().downcast_ref::<&str>() != Some(&"revoked item's drop") {
-            report(info);
-        }
-    }));
+    // (The planned panics print their message: a panic hook set here would race with the
+    // other tests' panics, which ThreadSanitizer reports.)
     panic_inside_a_pop_then_carry_on::<Queue<Bomb, 1>>();
     panic_inside_a_pop_then_carry_on::<Queue<Bomb, 4>>();
     panic_inside_a_pop_then_carry_on::<Stack<Bomb>>();
@@ -328,3 +324,7 @@ fn large_revocable_items_are_popped_or_revoked_exactly_once() {
     // (Thousands win on a queue of 2-cell segments; a stack's pops may leave them none.)
     assert!(revoked > 0, "no revoke won: the race was not run");
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -177,3 +177,7 @@ fn a_handles_pin_holds_through_user_code_that_releases_or_uses_the_handle() {
         }
     }
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -250,3 +250,7 @@ fn between_threads() {
     both(leak(Bagpipe::<Stack<Item>>::with_pipes(2).unwrap()));
     both(leak(Bagpipe::<Queue<Item, 2>>::with_pipes(2).unwrap()));
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

@@ -111,3 +111,7 @@ fn a_revoke_through_another_item_type_takes_the_item_out() {
     assert!(stack.pop().is_none(), "a revoked item was popped");
     assert!(!page.handle.is_in_bag());
 }
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;

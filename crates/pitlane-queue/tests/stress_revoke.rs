@@ -95,6 +95,9 @@ where
     B: RevocableBag<Item = &'p Page> + Sync,
     R: RevocableBag<Item = &'p Page>,
 {
+    // Every revoke pins the epoch (a stack's too): its collector is set up first, where
+    // ThreadSanitizer sees it (see `epoch_ready`).
+    epoch_ready();
     assert_eq!(bags.len(), CYCLERS);
     assert_eq!(pages.len(), CYCLERS);
     let copies: Vec<Copies> = (0..CYCLERS).map(|_| Copies::default()).collect();
