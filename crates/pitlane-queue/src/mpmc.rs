@@ -159,7 +159,7 @@
 //! queues sit side by side in a [`Bagpipe`](crate::bagpipe::Bagpipe). The FAAArrayQueue paper
 //! uses 1024.
 
-use core::cell::{Cell, RefCell};
+use core::cell::Cell;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr;
@@ -1045,7 +1045,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     pub fn handle(&self) -> Handle<'_, T, SEGMENT> {
         Handle {
             queue: self,
-            guard: RefCell::new(None),
+            guard: Cell::new(None),
             operations: Cell::new(0),
         }
     }
@@ -1523,8 +1523,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
 /// ```
 pub struct Handle<'q, T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     queue: &'q Queue<T, SEGMENT>,
-    /// The pin, taken by the first operation after the handle was made or released.
-    guard: RefCell<Option<Guard>>,
+    /// The pin, taken by the first operation after the handle was made or released. An
+    /// operation takes it out of here while it runs (see [`pinned`](Self::pinned)).
+    guard: Cell<Option<Guard>>,
     operations: Cell<u32>,
 }
 
@@ -1534,37 +1535,45 @@ const REFRESH_EVERY: u32 = 256;
 impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// Runs `f` with the handle's pin, taking it if released and renewing it every
     /// [`REFRESH_EVERY`] operations.
+    ///
+    /// The pin is moved out of the handle for the duration of `f` and put back after it. A pop
+    /// runs user code (the `Drop` of a revoked value it passes), which may reach this very
+    /// handle (through a thread-local, say) and release it or run operations of its own: those
+    /// then find no pin in the handle, so a release has nothing to let go of, and a nested
+    /// operation pins for itself, nested inside our pin (whose renewal is then a no-op). Our
+    /// pin stays until `f` returns, as the rest of `f` needs. If `f` unwinds, the pin is
+    /// dropped and the next operation pins again.
     #[inline(always)]
     fn pinned<R>(&self, f: impl FnOnce() -> R) -> R {
         let done = self.operations.get().wrapping_add(1);
         self.operations.set(done);
+        let mut guard = match self.guard.take() {
+            Some(guard) => guard,
+            None => Self::pin_again(),
+        };
         if done % REFRESH_EVERY == 0 {
-            self.renew();
+            Self::renew(&mut guard);
         }
-        if self.guard.borrow().is_none() {
-            self.pin_again();
-        }
-        // The pin stays while `f` runs: only `release` and `renew` (not called by `f`, which
-        // runs no code of the user's that could reach this handle) touch it.
-        f()
+        let result = f();
+        // Whatever a nested operation left here is a pin nested in ours: `set` lets it go.
+        self.guard.set(Some(guard));
+        result
     }
 
     /// Renews a pin held across many operations, so that memory retired since can be
     /// reclaimed.
     #[cold]
-    fn renew(&self) {
-        if let Some(guard) = self.guard.borrow_mut().as_mut() {
-            #[cfg(not(pitlane_loom))]
-            guard.repin();
-            #[cfg(pitlane_loom)]
-            let _ = guard;
-        }
+    fn renew(guard: &mut Guard) {
+        #[cfg(not(pitlane_loom))]
+        guard.repin();
+        #[cfg(pitlane_loom)]
+        let _ = guard;
     }
 
     /// The first operation after the handle was made or released: pin.
     #[cold]
-    fn pin_again(&self) {
-        *self.guard.borrow_mut() = Some(pin());
+    fn pin_again() -> Guard {
+        pin()
     }
 
     /// [`Queue::try_push`] without a pin of its own.
@@ -1647,9 +1656,11 @@ impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
         Handle::try_pop(self)
     }
 
-    /// Unpins; the next operation pins again.
+    /// Unpins; the next operation pins again. Called from inside one of this handle's own
+    /// operations (by a value's `Drop` that the operation runs), it has nothing to let go of:
+    /// the operation holds the pin until it returns, and keeps it in the handle after.
     fn release(&self) {
-        self.guard.borrow_mut().take();
+        self.guard.set(None);
     }
 }
 
@@ -1657,7 +1668,12 @@ impl<T, const SEGMENT: usize> fmt::Debug for Handle<'_, T, SEGMENT> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
             .field("queue", self.queue)
-            .field("pinned", &self.guard.borrow().is_some())
+            .field("pinned", &{
+                let guard = self.guard.take();
+                let pinned = guard.is_some();
+                self.guard.set(guard);
+                pinned
+            })
             .finish()
     }
 }
@@ -1798,10 +1814,9 @@ impl<T: Revocable, const SEGMENT: usize> RevocableBag for Queue<T, SEGMENT> {
     }
 
     unsafe fn revoke(item: &T) -> bool {
-        let _guard = pin();
-        // SAFETY: we are pinned from before the handle is read until the last access to the
-        // slot, and the segment protocol keeps the slot's segment allocated that long (see the
-        // `revoke` module); the bag itself is alive by the caller's contract.
+        // SAFETY: the bag is alive by the caller's contract; `revoke_slot` pins from before the
+        // handle is read until the last access to the slot, and the segment protocol keeps the
+        // slot's segment allocated that long (see the `revoke` module).
         unsafe { revoke::revoke_slot(item) }
     }
 }

@@ -110,7 +110,7 @@
 //! Under `cfg(pitlane_loom)` the queue keeps retired segments until it is dropped instead (loom
 //! cannot model crossbeam-epoch), which is what lets loom check the slot protocol itself.
 
-use crate::slot::{Slot, TrackWord};
+use crate::slot::TrackWord;
 use crate::weak_bag::{PushError, WeakBag};
 
 /// Where a revocable item sits: the address of its slot, or nothing.
@@ -127,7 +127,7 @@ use crate::weak_bag::{PushError, WeakBag};
 #[derive(Debug, Default)]
 #[repr(align(8))]
 pub struct RevokeHandle {
-    /// The [`Slot`] holding the item (type-erased), or none when it is in no bag (as far as a
+    /// The slot holding the item (type-erased), or none when it is in no bag (as far as a
     /// revoker needs to know: during a push attempt it may name a slot not yet published),
     /// with the stamp of the item's latest tracked push (the encoding is the `slot` module's).
     word: TrackWord,
@@ -217,6 +217,11 @@ impl RevokeHandle {
 /// value's own bytes (it is reached through a reference or pointer the value holds). At most
 /// one copy of an item may be in bags at any one time (a second tracked push of a copy
 /// redirects the handle; the bags stay sound, but only one copy can then be revoked).
+///
+/// Several item types may reach the same handle (a `&Page` and a wrapper of it, say): an item
+/// pushed as one type may be revoked through a bag of another, or of another kind, since a
+/// revoke only marks the state word of the slot the handle names, which every bag's slot
+/// keeps at the same place, and protects it as the slot's own bag needs.
 pub unsafe trait Revocable {
     /// The item's handle.
     ///
@@ -367,14 +372,21 @@ where
     unsafe fn revoke(item: &Self::Item) -> bool;
 }
 
-/// The revoke step common to every slot-based bag.
+/// The revoke step common to every slot-based bag, and the only one: whichever bag type the
+/// caller names, and whichever of the item types that share the handle, it pins the epoch
+/// (what a queue's slot needs, harmless for a stack's) and marks the slot's state word alone.
+/// The handle may name a slot of any bag, of any item type sharing the handle, since
+/// [`RevocableBag::revoke`] does not say which bag it is called through.
 ///
 /// # Safety
-/// The memory of the slot the handle names, if any, is alive for the whole call: either the
-/// structure never frees slots before it is dropped and is not dropped, or the caller is pinned
-/// as described in the module doc.
+/// The structure that holds the slot the handle names, if any, is not dropped before this
+/// call returns.
 pub(crate) unsafe fn revoke_slot<T: Revocable>(item: &T) -> bool {
-    // SAFETY: the handle of a `T` only ever names slots of `T` (the item was pushed into a
-    // structure that stores `T`), alive by the caller's contract.
-    unsafe { Slot::<T>::revoke(&item.revoke_handle().word) }
+    // Pinned from before the handle is read until the last access to the slot, as the
+    // protocol above needs for a queue's segments, even when the caller names a stack.
+    #[cfg(not(pitlane_loom))]
+    let _guard = crossbeam_epoch::pin();
+    // SAFETY: the slot's structure is alive by the caller's contract, and a queue's segment
+    // is not recycled while we are pinned (see "Memory safety of a stale slot address").
+    unsafe { crate::slot::revoke(&item.revoke_handle().word) }
 }

@@ -235,6 +235,12 @@ unsafe fn handle_at<'a>(state: usize) -> &'a TrackWord {
 }
 
 /// One value and its state word.
+///
+/// `repr(C)` with the state first: the state word is at the start of every slot, whatever
+/// `T` is, so that a revoker, which reaches a slot through a handle alone, touches the state
+/// word and nothing else even when it names the item by another type than the slot's (two
+/// [`Revocable`](crate::revoke::Revocable) types may share a handle; see [`revoke`]).
+#[repr(C)]
 pub(crate) struct Slot<T> {
     /// Who owns the value; see the table in the module doc.
     pub(crate) state: AtomicUsize,
@@ -325,35 +331,6 @@ impl<T> Slot<T> {
         }
     }
 
-    /// Revokes the item whose handle word is `handle`, if it still sits where the word says: one
-    /// CAS of that slot's state from the state of the push the word records to [`REVOKED`],
-    /// then the handle forgets that push. `true` if this call revoked it.
-    ///
-    /// # Safety
-    /// `handle` is the handle word of items of type `T` (every slot it ever names holds `T`),
-    /// and the memory of the slot it names, if any, is alive for the whole call.
-    pub(crate) unsafe fn revoke(handle: &TrackWord) -> bool {
-        let word = handle.word.load(Ordering::Acquire);
-        let at = word.map_addr(address_of);
-        if at.is_null() {
-            return false;
-        }
-        // SAFETY: a word that names a slot names one of a structure that stores `T` (the item
-        // was pushed into it), alive by the caller's contract; the pointer carries the
-        // provenance of the structure's allocation (the pusher's `map_addr`, undone here).
-        let slot = unsafe { &*at.cast::<Slot<T>>() };
-        let expected = handle.tag() | mark_of(word.addr());
-        // Mark the slot dead if it still holds this very push of the item.
-        let revoked = slot
-            .state
-            .compare_exchange(expected, REVOKED, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok();
-        if revoked {
-            handle.forget(word);
-        }
-        revoked
-    }
-
     /// Drops whatever value the slot still owns, for the owner of the whole structure (no
     /// concurrent access), and clears the handle of a tracked or revoked value that still
     /// points here.
@@ -375,6 +352,39 @@ impl<T> Slot<T> {
             drop(unsafe { self.read() });
         }
     }
+}
+
+/// Revokes the item whose handle word is `handle`, if it still sits where the word says: one
+/// CAS of that slot's state from the state of the push the word records to [`REVOKED`], then
+/// the handle forgets that push. `true` if this call revoked it.
+///
+/// Only the slot's state word is touched, and it is reached without the slot's value type: it
+/// is the first field of every [`Slot`] (`repr(C)`), so the revoke is the same whichever of
+/// the item types that share the handle the caller names the item by.
+///
+/// # Safety
+/// The memory of the slot `handle` names, if any, is alive for the whole call.
+pub(crate) unsafe fn revoke(handle: &TrackWord) -> bool {
+    let word = handle.word.load(Ordering::Acquire);
+    let at = word.map_addr(address_of);
+    if at.is_null() {
+        return false;
+    }
+    // SAFETY: a word that names a slot names the start of a `Slot` of a structure the item was
+    // pushed into, alive by the caller's contract; a `Slot` of any value type begins with its
+    // state, an `AtomicUsize` (`repr(C)`), so this reference covers that word alone. The
+    // pointer carries the provenance of the structure's allocation (the pusher's `map_addr`,
+    // undone here).
+    let state = unsafe { &*at.cast::<AtomicUsize>() };
+    let expected = handle.tag() | mark_of(word.addr());
+    // Mark the slot dead if it still holds this very push of the item.
+    let revoked = state
+        .compare_exchange(expected, REVOKED, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok();
+    if revoked {
+        handle.forget(word);
+    }
+    revoked
 }
 
 #[cfg(all(test, not(pitlane_loom), target_pointer_width = "64"))]

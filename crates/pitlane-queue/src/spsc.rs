@@ -1090,8 +1090,9 @@ pub struct Consumer<T> {
     shared: NonNull<Shared<T>>,
 }
 
-// SAFETY: the consumer moves `T`s out of the ring (and lends `&T` only through `&mut self`);
-// its pointers are only used by this end, under the protocol, and the box lives until both ends
+// SAFETY: the consumer moves `T`s out of the ring (and lends `&T` only while borrowed itself:
+// `peek`, a read chunk; it is not `Sync`, and the producer does not touch a full slot); its
+// pointers are only used by this end, under the protocol, and the box lives until both ends
 // leave.
 unsafe impl<T: Send> Send for Consumer<T> {}
 

@@ -255,7 +255,8 @@ impl<T> Node<T> {
 ///
 /// Not synchronized: its methods are `unsafe`, and their callers promise that no other call on
 /// the same stash runs meanwhile (a handle is not `Sync`; a seat is held by one thread, and no
-/// user code runs inside these methods, so a thread never re-enters them).
+/// user code runs inside these methods, so a thread never re-enters them; user code that an
+/// operation runs between them, a revoked value's `Drop`, may call them again, which is fine).
 struct Stash {
     /// Free node indices, `nodes[..len]`.
     nodes: UnsafeCell<[u32; STASH_CAPACITY]>,
@@ -450,8 +451,11 @@ impl<T> Stack<T> {
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
         match self.seat_cache() {
-            // SAFETY: we hold the seat of this cache until our thread exits, so we alone use
-            // its stash (no user code runs inside the operation).
+            // SAFETY: we hold the seat of this cache until our thread exits, so this thread
+            // alone uses its stash. User code can run inside the operation (a pop drops the
+            // revoked values it passes) and call the stack again on this thread, but the stash
+            // is only borrowed mutably inside `Stash::take` and `Stash::keep`, which run none,
+            // so such a nested call never overlaps a borrow of ours.
             Some(cache) => self.try_push_tagged(item, FULL, unsafe { cache.own() }),
             None => self.try_push_shared(item),
         }
@@ -1378,8 +1382,9 @@ impl<T: Revocable> RevocableBag for Stack<T> {
     }
 
     unsafe fn revoke(item: &T) -> bool {
-        // SAFETY: node memory lives until the stack is dropped, which the caller promises has
-        // not happened (for the stack the handle may name).
+        // SAFETY: the structure whose slot the handle names (this stack's node memory lives
+        // until the stack is dropped; a queue's segment while `revoke_slot` is pinned) is
+        // alive by the caller's contract.
         unsafe { revoke::revoke_slot(item) }
     }
 }

@@ -85,6 +85,19 @@ fn late_revokers<'p, B>(bags: &[B], pages: &'p [Page])
 where
     B: RevocableBag<Item = &'p Page> + Sync,
 {
+    late_revokers_through::<B, B>(bags, pages);
+}
+
+/// [`late_revokers`] with the revokes called through `R`'s `revoke`, which need not be the
+/// bags' type (`RevocableBag::revoke` does not name the bag).
+fn late_revokers_through<'p, B, R>(bags: &[B], pages: &'p [Page])
+where
+    B: RevocableBag<Item = &'p Page> + Sync,
+    R: RevocableBag<Item = &'p Page>,
+{
+    // Every revoke pins the epoch (a stack's too): its collector is set up first, where
+    // ThreadSanitizer sees it (see `epoch_ready`).
+    epoch_ready();
     assert_eq!(bags.len(), CYCLERS);
     assert_eq!(pages.len(), CYCLERS);
     let copies: Vec<Copies> = (0..CYCLERS).map(|_| Copies::default()).collect();
@@ -147,7 +160,7 @@ where
             x ^= x << 17;
             let c = x as usize % CYCLERS;
             // SAFETY: page `c` is only ever pushed into `bags[c]`, which outlives the threads.
-            if unsafe { B::revoke(&&pages[c]) } {
+            if unsafe { R::revoke(&&pages[c]) } {
                 copies[c].revoked.fetch_add(1, Ordering::Relaxed);
                 won.fetch_add(1, Ordering::Relaxed);
             }
@@ -201,6 +214,17 @@ fn a_late_revoker_leaves_a_copy_pushed_again_into_a_queue_tracked() {
     let pages = Page::numbered(CYCLERS);
     let bags: Vec<Queue<&Page, 4>> = (0..CYCLERS).map(|_| Queue::with_segment_size()).collect();
     late_revokers(&bags, &pages);
+}
+
+#[test]
+fn a_revoker_calling_through_a_stack_keeps_the_queue_segment_it_reads_alive() {
+    // `Stack::revoke` of a page that sits in a queue: the revoke must protect the queue's
+    // segment as the queue's own revoke does (it once did not pin the epoch). 4-cell segments
+    // are retired and recycled (or freed, past the pool) all along; AddressSanitizer runs this.
+    epoch_ready();
+    let pages = Page::numbered(CYCLERS);
+    let bags: Vec<Queue<&Page, 4>> = (0..CYCLERS).map(|_| Queue::with_segment_size()).collect();
+    late_revokers_through::<_, Stack<&Page>>(&bags, &pages);
 }
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
