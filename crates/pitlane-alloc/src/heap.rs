@@ -215,7 +215,17 @@ mod heap_slot {
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(pitlane_loom))))]
-mod heap_slot {
+use heap_slot_tls as heap_slot;
+
+/// The `thread_local!` heap slot of targets other than x86-64 Linux (see `heap_slot`);
+/// compiled in the tests of every target too, so that a change that breaks it shows where
+/// only x86-64 is built (it once called itself, by a path that did not resolve: the crate
+/// did not build on aarch64).
+#[cfg(any(
+    test,
+    not(all(target_arch = "x86_64", target_os = "linux", not(pitlane_loom)))
+))]
+mod heap_slot_tls {
     use super::{Cell, EMPTY_HEAP, HeapCore};
 
     thread_local! {
@@ -232,7 +242,7 @@ mod heap_slot {
 
     #[inline]
     pub(crate) fn set(heap: *mut HeapCore) {
-        heap_slot::set(heap);
+        HEAP.with(|slot| slot.set(heap));
     }
 }
 
@@ -1199,5 +1209,26 @@ pub(crate) fn tidy_mine() {
     if !ptr::eq(heap, empty_heap()) {
         // SAFETY: the calling thread holds its heap.
         tidy(unsafe { &*heap });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_local_heap_slot_starts_empty_and_keeps_what_each_thread_sets() {
+        let mine = (&raw const ORPHAN_HEAP).cast_mut();
+        let other = std::thread::spawn(|| {
+            assert!(ptr::eq(heap_slot_tls::get(), empty_heap()));
+            heap_slot_tls::set(ptr::null_mut());
+            heap_slot_tls::get().addr()
+        });
+        assert!(ptr::eq(heap_slot_tls::get(), empty_heap()));
+        heap_slot_tls::set(mine);
+        assert!(ptr::eq(heap_slot_tls::get(), mine));
+        assert_eq!(other.join().unwrap(), 0);
+        assert!(ptr::eq(heap_slot_tls::get(), mine));
+        heap_slot_tls::set(empty_heap());
     }
 }
