@@ -159,7 +159,7 @@ unsafe impl Allocator for &Heap {
             return Err(AllocError);
         }
         // SAFETY: forwarded from the caller; the core exists.
-        unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }
+        unsafe { crate::resize_in::<false>(self.core, self.core, ptr, old, new) }
     }
 
     #[inline]
@@ -174,7 +174,7 @@ unsafe impl Allocator for &Heap {
             return Err(AllocError);
         }
         // SAFETY: forwarded from the caller; the core exists.
-        let grown = unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }?;
+        let grown = unsafe { crate::resize_in::<false>(self.core, self.core, ptr, old, new) }?;
         // SAFETY: the bytes past the old size belong to the grown block.
         unsafe {
             grown
@@ -194,6 +194,6 @@ unsafe impl Allocator for &Heap {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: forwarded from the caller.
-        unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }
+        unsafe { crate::resize_in::<false>(self.core, self.core, ptr, old, new) }
     }
 }
