@@ -215,7 +215,17 @@ mod heap_slot {
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(pitlane_loom))))]
-mod heap_slot {
+use heap_slot_tls as heap_slot;
+
+/// The `thread_local!` heap slot of targets other than x86-64 Linux (see `heap_slot`);
+/// compiled in the tests of every target too, so that a change that breaks it shows where
+/// only x86-64 is built (it once called itself, by a path that did not resolve: the crate
+/// did not build on aarch64).
+#[cfg(any(
+    test,
+    not(all(target_arch = "x86_64", target_os = "linux", not(pitlane_loom)))
+))]
+mod heap_slot_tls {
     use super::{Cell, EMPTY_HEAP, HeapCore};
 
     thread_local! {
@@ -232,7 +242,7 @@ mod heap_slot {
 
     #[inline]
     pub(crate) fn set(heap: *mut HeapCore) {
-        heap_slot::set(heap);
+        HEAP.with(|slot| slot.set(heap));
     }
 }
 
@@ -537,10 +547,14 @@ fn arm_exit_flush_slow() -> bool {
     if EXITING.with(Cell::get) || INIT.load(Ordering::Acquire) != 2 {
         return false;
     }
+    // Without the key nothing runs at thread exit: publish and cache at once instead.
+    let Some(key) = key() else {
+        return false;
+    };
     // A thread without a heap arms the destructor with the empty heap, which it skips.
-    // SAFETY: the key exists (initialisation is done); the value is only read by our
+    // SAFETY: the key exists (initialisation made it); the value is only read by our
     // destructor.
-    unsafe { libc::pthread_setspecific(key(), thread_heap().cast()) };
+    unsafe { libc::pthread_setspecific(key, thread_heap().cast()) };
     ARMED.with(|a| a.set(true));
     true
 }
@@ -918,12 +932,17 @@ fn drain_delayed(heap: &HeapCore) {
 /// An allocation by a thread that has no heap yet (or no more).
 #[cold]
 fn alloc_without_heap(class: usize) -> *mut u8 {
-    if !EXITING.with(Cell::get) && init() {
+    // Without the key (the process had used up its `pthread` keys) no destructor would park
+    // the heap: such a process's threads share the orphan heap.
+    if !EXITING.with(Cell::get)
+        && init()
+        && let Some(key) = key()
+    {
         if let Some(heap) = acquire(Kind::Thread) {
             heap_slot::set(heap);
             // SAFETY: the key was created by `init`; the value is only read by our
             // destructor.
-            unsafe { libc::pthread_setspecific(key(), heap.cast()) };
+            unsafe { libc::pthread_setspecific(key, heap.cast()) };
             ARMED.with(|a| a.set(true));
             // SAFETY: this thread holds `heap` now.
             return unsafe { alloc_small(heap, class) };
@@ -936,11 +955,20 @@ fn alloc_without_heap(class: usize) -> *mut u8 {
 
 /// The initialisation state: 0 not started, 1 in progress, 2 done.
 static INIT: AtomicU8 = AtomicU8::new(0);
-/// The pthread key whose destructor parks a thread's heap.
+/// The pthread key whose destructor parks a thread's heap, once [`KEY_MADE`] says it exists.
 static KEY: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+/// Whether `init` made the key: a process that has used up its keys (`PTHREAD_KEYS_MAX`) has
+/// none for us, and then key 0 (the value [`KEY`] starts with) is someone else's, whose
+/// destructor must never receive our heap (`tests/no_pthread_key.rs`).
+static KEY_MADE: AtomicBool = AtomicBool::new(false);
 
-fn key() -> libc::pthread_key_t {
-    KEY.load(Ordering::Relaxed) as libc::pthread_key_t
+/// Our key, if `init` could make one.
+fn key() -> Option<libc::pthread_key_t> {
+    // Relaxed: both were stored before `INIT` became 2 (Release), which our callers loaded
+    // (Acquire).
+    KEY_MADE
+        .load(Ordering::Relaxed)
+        .then(|| KEY.load(Ordering::Relaxed) as libc::pthread_key_t)
 }
 
 /// Initialises the allocator once: the thread-exit key, the fork handlers, the pool and the
@@ -968,6 +996,7 @@ fn init_slow() -> bool {
     unsafe {
         if libc::pthread_key_create(&mut key, Some(on_thread_exit)) == 0 {
             KEY.store(key as u32, Ordering::Relaxed);
+            KEY_MADE.store(true, Ordering::Relaxed);
         }
         libc::pthread_atfork(
             Some(before_fork),
@@ -1199,5 +1228,26 @@ pub(crate) fn tidy_mine() {
     if !ptr::eq(heap, empty_heap()) {
         // SAFETY: the calling thread holds its heap.
         tidy(unsafe { &*heap });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_local_heap_slot_starts_empty_and_keeps_what_each_thread_sets() {
+        let mine = (&raw const ORPHAN_HEAP).cast_mut();
+        let other = std::thread::spawn(|| {
+            assert!(ptr::eq(heap_slot_tls::get(), empty_heap()));
+            heap_slot_tls::set(ptr::null_mut());
+            heap_slot_tls::get().addr()
+        });
+        assert!(ptr::eq(heap_slot_tls::get(), empty_heap()));
+        heap_slot_tls::set(mine);
+        assert!(ptr::eq(heap_slot_tls::get(), mine));
+        assert_eq!(other.join().unwrap(), 0);
+        assert!(ptr::eq(heap_slot_tls::get(), mine));
+        heap_slot_tls::set(empty_heap());
     }
 }

@@ -532,7 +532,7 @@ fn place(size: usize, align: usize) -> Option<(usize, usize)> {
         return Some((HEADER, len));
     }
     // A whole number of pages: the mapping has a page for the header and the block's first
-    // line, of which the block may start at any line (`len - size == OS_PAGE`).
+    // line, of which the block may start at any line (`len - size >= OS_PAGE`).
     let colour = COLOUR.load(Ordering::Relaxed);
     COLOUR.store((colour + COLOUR_STEP) % COLOURS, Ordering::Relaxed);
     Some((HEADER * (1 + colour), len))
@@ -604,9 +604,12 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
 }
 
 /// The mapping length for a block of `size` bytes starting `off` bytes in: rounded up to whole
-/// pages; `None` if that overflows `isize`.
+/// kernel pages ([`os::granule`]: every run the cache splits off stays whole pages); `None` if
+/// that overflows `isize`.
 fn mapping_len(off: usize, size: usize) -> Option<usize> {
-    let len = off.checked_add(size)?.checked_next_multiple_of(OS_PAGE)?;
+    // A power of two: a mask, not a division by a value unknown at compile time.
+    let mask = os::granule() - 1;
+    let len = off.checked_add(size)?.checked_add(mask)? & !mask;
     (len <= isize::MAX as usize).then_some(len)
 }
 
@@ -858,4 +861,119 @@ pub(crate) unsafe fn sealed(ptr: *mut u8) -> bool {
             .addr()
             .checked_add(len)
             .is_some_and(|end| end > ptr.addr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use allocator_api2::alloc::Allocator;
+    use core::alloc::Layout;
+
+    // On this kernel `mmap` gives 4 KiB-aligned bases, so only lengths can be checked: every
+    // run starts at a mapping's base plus whole lengths before it, so whole lengths mean
+    // whole pages on a kernel whose `mmap` gives bases aligned to its pages.
+
+    /// Whether every run the cache and this thread's stash hold is whole granules long.
+    fn runs_whole(granule: usize) -> bool {
+        let cached = {
+            let runs = runs();
+            runs.runs
+                .iter()
+                .filter(|r| !r.base.is_null())
+                .all(|r| r.len % granule == 0)
+        };
+        let stashed = STASH.with(|slots| {
+            slots
+                .iter()
+                .map(core::cell::Cell::get)
+                .all(|r| r.base.is_null() || r.len % granule == 0)
+        });
+        cached && stashed
+    }
+
+    /// Whether the mapping of the live large block at `ptr` is whole granules long.
+    fn mapping_whole(ptr: NonNull<u8>, granule: usize) -> bool {
+        // SAFETY: a live large block has its header before it.
+        let header = unsafe { &*header_of(ptr.as_ptr()) };
+        header.len % granule == 0
+    }
+
+    use core::ptr::NonNull;
+
+    #[test]
+    fn on_a_kernel_with_64_kib_pages_every_mapping_and_every_split_is_whole_pages() {
+        const G: usize = 64 << 10;
+        crate::os::set_granule_for_tests(G);
+        let a = crate::PitlaneAlloc::new();
+        let heap = crate::Heap::new();
+        let mut live: Vec<(NonNull<u8>, Layout, bool)> = Vec::new();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for step in 0..3000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let size = 16_385 + (x as usize >> 8) % (3 << 20);
+            let align = 1usize << ((x >> 40) % 14);
+            let layout = Layout::from_size_align(size, align).unwrap();
+            let owned = x % 5 == 0;
+            match x % 3 {
+                0 if !live.is_empty() => {
+                    let (p, l, owned) = live.swap_remove((x as usize >> 20) % live.len());
+                    // SAFETY: a live block of its allocator, with its layout.
+                    unsafe {
+                        if owned {
+                            (&heap).deallocate(p, l);
+                        } else {
+                            a.deallocate(p, l);
+                        }
+                    }
+                }
+                1 if !live.is_empty() => {
+                    let i = (x as usize >> 20) % live.len();
+                    let (p, l, owned) = live[i];
+                    let new = Layout::from_size_align(size, l.align()).unwrap();
+                    // SAFETY: as above; the block is replaced by the result.
+                    let q = unsafe {
+                        match (owned, size >= l.size()) {
+                            (false, true) => a.grow(p, l, new),
+                            (false, false) => a.shrink(p, l, new),
+                            (true, true) => (&heap).grow(p, l, new),
+                            (true, false) => (&heap).shrink(p, l, new),
+                        }
+                    }
+                    .unwrap()
+                    .cast::<u8>();
+                    live[i] = (q, new, owned);
+                }
+                _ => {
+                    let p = if owned {
+                        (&heap).allocate(layout)
+                    } else {
+                        a.allocate(layout)
+                    };
+                    live.push((p.unwrap().cast(), layout, owned));
+                }
+            }
+            for &(p, _, _) in &live {
+                assert!(
+                    mapping_whole(p, G),
+                    "step {step}: a live mapping is not whole pages"
+                );
+            }
+            assert!(
+                runs_whole(G),
+                "step {step}: a cached run is not whole pages"
+            );
+        }
+        for (p, l, owned) in live {
+            // SAFETY: as above.
+            unsafe {
+                if owned {
+                    (&heap).deallocate(p, l);
+                } else {
+                    a.deallocate(p, l);
+                }
+            }
+        }
+    }
 }

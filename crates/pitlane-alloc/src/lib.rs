@@ -92,7 +92,8 @@
 //!   when the mapping has room; large blocks grow with `mremap`.
 //! - `fork()` leaves a working allocator in the child.
 //! - Zero-sized requests through [`Allocator`] get a dangling, aligned pointer and no memory;
-//!   through `GlobalAlloc` (where they are not allowed) an 8-byte block.
+//!   through `GlobalAlloc` (where they are not allowed) a real block (8 bytes at alignments up
+//!   to 8), `realloc` to and from size 0 included.
 //! - Pointer provenance is kept by construction (`map_addr`, no integer-to-pointer casts).
 //!
 //! Linux only (it maps memory with `mmap` and tracks threads with pthread keys).
@@ -223,23 +224,34 @@ pub(crate) unsafe fn free_in(heap: *mut HeapCore, ptr: *mut u8, layout: Layout) 
 
 /// Resizes a block from `old` to `new`: in place when it can, else allocate, copy, free.
 ///
+/// Zero sizes mean what they mean to the caller's interface. Through [`Allocator`] (`GLOBAL`
+/// false) a zero-sized `old` names no block and a zero-sized `new` gets a dangling pointer.
+/// Through [`GlobalAlloc`] (`GLOBAL` true), whose `alloc` serves a zero size with a real block
+/// (its class's, or a mapping), both name real blocks: a `realloc` to size 0 frees the old
+/// block and hands out such a block, one from size 0 frees it (`tests/global_zero_sized.rs`).
+///
+/// Never inlined: each caller makes one call, as before the two instances existed (inlined,
+/// the `GlobalAlloc` one changed the code of a `Vec`-growing loop around it for the worse).
+///
 /// # Safety
-/// As [`free_in`] for `ptr` and `old` (a zero-sized `old` names no block); `new` is valid.
-pub(crate) unsafe fn resize_in(
+/// As [`free_in`] for `ptr` and `old` (without `GLOBAL`, a zero-sized `old` names no block);
+/// `new` is valid.
+#[inline(never)]
+pub(crate) unsafe fn resize_in<const GLOBAL: bool>(
     heap: *mut HeapCore,
     large_owner: *mut HeapCore,
     ptr: NonNull<u8>,
     old: Layout,
     new: Layout,
 ) -> Result<NonNull<[u8]>, AllocError> {
-    if new.size() == 0 {
+    if !GLOBAL && new.size() == 0 {
         if old.size() != 0 {
             // SAFETY: forwarded.
             unsafe { free_in(heap, ptr.as_ptr(), old) };
         }
         return Ok(dangling(new));
     }
-    if old.size() != 0 && old.align() == new.align() {
+    if (GLOBAL || old.size() != 0) && old.align() == new.align() {
         let align = old.align();
         match (
             class::class_of(old.size(), align),
@@ -249,7 +261,8 @@ pub(crate) unsafe fn resize_in(
                 return Ok(NonNull::slice_from_raw_parts(ptr, new.size()));
             }
             (None, None) => {
-                // SAFETY: a large block, resized to a large size.
+                // SAFETY: a large block, resized to a size no class serves at its alignment
+                // (with `GLOBAL`, possibly 0 at an alignment above the classes').
                 let p = unsafe { large::realloc(ptr.as_ptr(), new.size()) };
                 if let Some(p) = NonNull::new(p) {
                     return Ok(NonNull::slice_from_raw_parts(p, new.size()));
@@ -261,8 +274,9 @@ pub(crate) unsafe fn resize_in(
     // SAFETY: forwarded.
     let fresh = unsafe { alloc_in(heap, new, large_owner, false) };
     let fresh = NonNull::new(fresh).ok_or(AllocError)?;
-    if old.size() != 0 {
-        // SAFETY: both blocks hold at least the copied length and do not overlap.
+    if GLOBAL || old.size() != 0 {
+        // SAFETY: both blocks hold at least the copied length (0 if either size is 0: a
+        // zero-sized over-aligned block lies at the end of its mapping) and do not overlap.
         unsafe {
             ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), old.size().min(new.size()));
             free_in(heap, ptr.as_ptr(), old);
@@ -301,7 +315,8 @@ unsafe impl GlobalAlloc for PitlaneAlloc {
             return ptr::null_mut();
         };
         // SAFETY: forwarded from the caller.
-        match unsafe { resize_in(heap::thread_heap(), ptr::null_mut(), block, layout, new) } {
+        match unsafe { resize_in::<true>(heap::thread_heap(), ptr::null_mut(), block, layout, new) }
+        {
             Ok(p) => p.cast::<u8>().as_ptr(),
             Err(AllocError) => ptr::null_mut(),
         }
@@ -356,7 +371,7 @@ unsafe impl Allocator for PitlaneAlloc {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: forwarded from the caller.
-        unsafe { resize_in(heap::thread_heap(), ptr::null_mut(), ptr, old, new) }
+        unsafe { resize_in::<false>(heap::thread_heap(), ptr::null_mut(), ptr, old, new) }
     }
 
     #[inline]
@@ -367,7 +382,8 @@ unsafe impl Allocator for PitlaneAlloc {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: forwarded from the caller.
-        let grown = unsafe { resize_in(heap::thread_heap(), ptr::null_mut(), ptr, old, new) }?;
+        let grown =
+            unsafe { resize_in::<false>(heap::thread_heap(), ptr::null_mut(), ptr, old, new) }?;
         // SAFETY: the bytes past the old size belong to the grown block.
         unsafe {
             grown
@@ -387,6 +403,6 @@ unsafe impl Allocator for PitlaneAlloc {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: forwarded from the caller.
-        unsafe { resize_in(heap::thread_heap(), ptr::null_mut(), ptr, old, new) }
+        unsafe { resize_in::<false>(heap::thread_heap(), ptr::null_mut(), ptr, old, new) }
     }
 }

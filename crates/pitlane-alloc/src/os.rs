@@ -4,12 +4,54 @@
 //! each reports failure as `None` or `false` for the caller to turn into a null pointer.
 
 use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
-/// The size of an OS page that the allocator assumes (Linux on x86-64 and aarch64 with 4 KiB
-/// pages; larger pages only make the kernel round our requests up).
+/// The smallest OS page the allocator assumes, and the unit of a large block's place in its
+/// mapping (its header, its colour, see `large`). Lengths of mappings are multiples of
+/// [`granule`] instead, which is larger on kernels with larger pages.
 pub(crate) const OS_PAGE: usize = 4096;
 
-/// Maps `len` bytes (a multiple of [`OS_PAGE`]) of fresh, zeroed, private anonymous memory,
+/// The kernel's page size if larger than [`OS_PAGE`] (read once), else [`OS_PAGE`]; 0 until
+/// first read.
+static GRANULE: AtomicUsize = AtomicUsize::new(0);
+
+/// The unit of every length the allocator maps, unmaps or remaps, and of every split of a
+/// mapping: the kernel's page size, at least [`OS_PAGE`]. `munmap` and `mremap` round a
+/// length up to the kernel's page, so a run of a mapping split at a finer unit (AArch64
+/// kernels with 16 KiB or 64 KiB pages) would take its neighbour, maybe a live block, with it
+/// when unmapped or remapped (`large::tests`).
+#[inline]
+pub(crate) fn granule() -> usize {
+    let granule = GRANULE.load(Ordering::Relaxed);
+    if granule != 0 {
+        return granule;
+    }
+    granule_slow()
+}
+
+#[cold]
+fn granule_slow() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let granule = if page > 0 && (page as usize).is_power_of_two() {
+        (page as usize).max(OS_PAGE)
+    } else {
+        OS_PAGE
+    };
+    GRANULE.store(granule, Ordering::Relaxed);
+    granule
+}
+
+/// Makes [`granule`] `granule` (a power of two, at least [`OS_PAGE`]), as a kernel with such
+/// pages would: for tests on a kernel with 4 KiB pages (a multiple of the kernel's page is
+/// still a valid length there).
+#[cfg(test)]
+pub(crate) fn set_granule_for_tests(granule: usize) {
+    assert!(granule.is_power_of_two() && granule >= granule_slow());
+    GRANULE.store(granule, Ordering::Relaxed);
+}
+
+/// Maps `len` bytes (a multiple of [`granule`]) of fresh, zeroed, private anonymous memory,
 /// subject to the kernel's overcommit policy (as glibc's large blocks are: a request far
 /// beyond memory and swap fails instead of mapping address space that can never be backed).
 pub(crate) fn map(len: usize) -> Option<NonNull<u8>> {
@@ -41,7 +83,8 @@ fn map_with(len: usize, flags: libc::c_int) -> Option<NonNull<u8>> {
     }
 }
 
-/// Maps `len` bytes aligned to `align` (a power of two, at least [`OS_PAGE`]): maps
+/// Maps `len` bytes (a multiple of [`granule`]) aligned to `align` (a power of two, at least
+/// [`OS_PAGE`]): maps
 /// `len + align` and gives back the parts before and after the aligned run.
 pub(crate) fn map_aligned(len: usize, align: usize, reserve: bool) -> Option<NonNull<u8>> {
     let flags = if reserve { libc::MAP_NORESERVE } else { 0 };

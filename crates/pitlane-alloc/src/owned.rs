@@ -17,6 +17,13 @@ use crate::heap::{self, HeapCore, Kind};
 /// without atomics, and all of them must be freed through the same `Heap` (or left for its
 /// drop). Its pages come from, and go back to, the pool shared with the global heap.
 ///
+/// As the [`Allocator`] contract says, a block is freed and resized only through the
+/// allocator that made it: a block of a `Heap` handed to [`PitlaneAlloc`](crate::PitlaneAlloc)
+/// or to another `Heap`, or a block of `PitlaneAlloc` handed to a `Heap` (whose `grow` would
+/// then make it that heap's), is undefined behaviour, which nothing here detects: a block of
+/// a heap freed elsewhere can be handed out again after the heap's drop, while still queued
+/// as free in another thread.
+///
 /// ```
 /// use allocator_api2::vec::Vec;
 /// use pitlane_alloc::Heap;
@@ -159,7 +166,7 @@ unsafe impl Allocator for &Heap {
             return Err(AllocError);
         }
         // SAFETY: forwarded from the caller; the core exists.
-        unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }
+        unsafe { crate::resize_in::<false>(self.core, self.core, ptr, old, new) }
     }
 
     #[inline]
@@ -174,7 +181,7 @@ unsafe impl Allocator for &Heap {
             return Err(AllocError);
         }
         // SAFETY: forwarded from the caller; the core exists.
-        let grown = unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }?;
+        let grown = unsafe { crate::resize_in::<false>(self.core, self.core, ptr, old, new) }?;
         // SAFETY: the bytes past the old size belong to the grown block.
         unsafe {
             grown
@@ -194,6 +201,6 @@ unsafe impl Allocator for &Heap {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: forwarded from the caller.
-        unsafe { crate::resize_in(self.core, self.core, ptr, old, new) }
+        unsafe { crate::resize_in::<false>(self.core, self.core, ptr, old, new) }
     }
 }

@@ -28,21 +28,29 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::segment::{self, SEGMENT_SIZE};
 use crate::{class, heap, large};
 
-/// User-space addresses on x86-64 and AArch64 Linux (without 5-level paging hints) lie below
-/// 2^47; one bit per 4 MiB region of that range is 2^25 bits.
-const ADDRESS_BITS: u32 = 47;
+/// User-space addresses lie below 2^47 on x86-64 Linux and below 2^48 on AArch64 Linux (its
+/// usual 48-bit address space puts `mmap`'s results right under 2^48; with 5-level paging on
+/// x86-64, or 52-bit addresses on AArch64, the kernel maps above these only when asked with a
+/// hint, which we never give). One bit per 4 MiB region below 2^48 is 2^26 bits. A segment
+/// the kernel places beyond them anyway is given back and not used ([`note_segment`]).
+const ADDRESS_BITS: u32 = 48;
 const REGION_COUNT: usize = 1 << (ADDRESS_BITS - SEGMENT_SIZE.trailing_zeros());
 
 /// One bit per 4 MiB region of the address space: set when the region is one of our
-/// segments. 4 MiB of zeroed static memory, of which the OS backs only the pages touched.
+/// segments. 8 MiB of zeroed static memory, of which the OS backs only the pages touched.
 static REGIONS: [AtomicU64; REGION_COUNT / 64] = [const { AtomicU64::new(0) }; REGION_COUNT / 64];
 
 /// Records that the segment at `base` (4 MiB-aligned) is ours; called once per segment,
-/// before any block of it is handed out.
-pub(crate) fn note_segment(base: *mut u8) {
+/// before any block of it is handed out. `false` if the segment lies beyond the bitmap: then
+/// [`in_segment`] could not tell its blocks from large ones, and it must not be used.
+pub(crate) fn note_segment(base: *mut u8) -> bool {
     let region = base.addr() >> SEGMENT_SIZE.trailing_zeros();
-    if let Some(word) = REGIONS.get(region / 64) {
-        word.fetch_or(1 << (region % 64), Ordering::Release);
+    match REGIONS.get(region / 64) {
+        Some(word) => {
+            word.fetch_or(1 << (region % 64), Ordering::Release);
+            true
+        }
+        None => false,
     }
 }
 
@@ -359,4 +367,20 @@ pub unsafe fn realloc(ptr: *mut u8, size: usize) -> *mut u8 {
         free(ptr);
     }
     fresh
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_region_bitmap_covers_the_address_spaces_of_x86_64_and_aarch64_linux() {
+        // AArch64 Linux with 48-bit addresses (the usual kernel) maps right under 2^48.
+        let top = ptr::without_provenance_mut::<u8>((1 << 48) - SEGMENT_SIZE);
+        assert_eq!(REGIONS.len() * 64 * SEGMENT_SIZE, 1 << 48);
+        assert!(!in_segment(top));
+        // Beyond the bitmap a segment is refused, not recorded nowhere.
+        assert!(!note_segment(ptr::without_provenance_mut(1 << 48)));
+        assert!(!in_segment(ptr::without_provenance_mut(1 << 48)));
+    }
 }

@@ -248,6 +248,12 @@ fn new_segment() -> Option<*mut Segment> {
         return None;
     }
     let base = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, true)?.as_ptr();
+    if !crate::raw::note_segment(base) {
+        // Beyond the addresses `raw::in_segment` knows: its blocks would be taken for large
+        // ones by a free given only their pointer.
+        os::unmap(base, SEGMENT_SIZE);
+        return None;
+    }
     Counters::get()
         .mapped
         .fetch_add(SEGMENT_SIZE, Ordering::Relaxed);
@@ -264,7 +270,6 @@ fn new_segment() -> Option<*mut Segment> {
                 .set((number * PAGES_PER_SEGMENT + index) as u32);
         }
     }
-    crate::raw::note_segment(base);
     SEGMENTS[number].store(segment, Ordering::Release);
     SEGMENT_COUNT.store(number + 1, Ordering::Release);
     Some(segment)

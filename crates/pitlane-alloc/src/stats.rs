@@ -3,7 +3,7 @@
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::class::{CLASS_SIZES, CLASSES};
-use crate::segment::{self, PAGE_SIZE, SEGMENT_SIZE};
+use crate::segment::{self, PAGE_SIZE, Page, SEGMENT_SIZE};
 
 /// The process-wide counters the slow paths keep (the fast paths count nothing: bytes in use
 /// are read from the page descriptors when asked). Every large allocation and free updates
@@ -110,10 +110,9 @@ pub fn stats() -> Stats {
     let mut small = 0;
     let mut pages_owned = 0;
     segment::for_each_page(|page| {
-        if !page.owner.load(Ordering::Acquire).is_null() {
+        if let Some((class, used)) = owned_page(page) {
             pages_owned += 1;
-            let class = page.class.load(Ordering::Relaxed) as usize;
-            small += page.used.load(Ordering::Relaxed) as usize * CLASS_SIZES[class] as usize;
+            small += used * CLASS_SIZES[class] as usize;
         }
     });
     let segments = segment::segment_count();
@@ -149,16 +148,47 @@ pub fn class_stats() -> Vec<ClassStats> {
         })
         .collect();
     segment::for_each_page(|page| {
-        if !page.owner.load(Ordering::Acquire).is_null() {
-            let entry = &mut classes[page.class.load(Ordering::Relaxed) as usize];
+        if let Some((class, used)) = owned_page(page) {
+            let entry = &mut classes[class];
             entry.pages += 1;
-            entry.blocks_in_use += page.used.load(Ordering::Relaxed) as usize;
+            entry.blocks_in_use += used;
         }
     });
     for entry in &mut classes {
         entry.bytes_in_use = entry.blocks_in_use * entry.block_size;
     }
     classes
+}
+
+/// The class of `page` and its blocks in use, if a heap owns it, read so that the two belong
+/// to one life of the page and the count is at most what the page holds.
+///
+/// Read naively (owner, class, used), a page released and taken again for another class
+/// between the loads of its class and its count (the reading thread descheduled between
+/// them) paired the old class with the new class's count: thousands of 8-byte blocks
+/// counted at 16 KiB each, far above what is mapped. So the owner and the class are read
+/// again after the count, and the page is read again if either changed (then skipped after a
+/// few tries). And the count is capped at the page's capacity: a block that a remote free
+/// pushed can be collected and handed out again before that free adds it to the page's
+/// remote count, and is counted twice until then (`tests/stress_stats.rs` saw 106 blocks of
+/// 12 KiB in 21 pages of 5).
+fn owned_page(page: &Page) -> Option<(usize, usize)> {
+    for _ in 0..4 {
+        let owner = page.owner.load(Ordering::Acquire);
+        if owner.is_null() {
+            return None;
+        }
+        // Acquire: the loads after each stay after it.
+        let class = page.class.load(Ordering::Acquire) as usize;
+        let used = page.used.load(Ordering::Acquire) as usize;
+        if page.class.load(Ordering::Relaxed) as usize == class
+            && page.owner.load(Ordering::Relaxed) == owner
+        {
+            let capacity = PAGE_SIZE / CLASS_SIZES[class] as usize;
+            return Some((class, used.min(capacity)));
+        }
+    }
+    None
 }
 
 const _: () = assert!(SEGMENT_SIZE % PAGE_SIZE == 0);
