@@ -159,7 +159,7 @@
 //! queues sit side by side in a [`Bagpipe`](crate::bagpipe::Bagpipe). The FAAArrayQueue paper
 //! uses 1024.
 
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr;
@@ -1045,7 +1045,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     pub fn handle(&self) -> Handle<'_, T, SEGMENT> {
         Handle {
             queue: self,
-            guard: Cell::new(None),
+            guard: RefCell::new(None),
             operations: Cell::new(0),
         }
     }
@@ -1524,8 +1524,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
 pub struct Handle<'q, T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     queue: &'q Queue<T, SEGMENT>,
     /// The pin, taken by the first operation after the handle was made or released. An
-    /// operation takes it out of here while it runs (see [`pinned`](Self::pinned)).
-    guard: Cell<Option<Guard>>,
+    /// operation holds a shared borrow of it while it runs (see [`pinned`](Self::pinned)).
+    guard: RefCell<Option<Guard>>,
     operations: Cell<u32>,
 }
 
@@ -1536,44 +1536,48 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// Runs `f` with the handle's pin, taking it if released and renewing it every
     /// [`REFRESH_EVERY`] operations.
     ///
-    /// The pin is moved out of the handle for the duration of `f` and put back after it. A pop
-    /// runs user code (the `Drop` of a revoked value it passes), which may reach this very
-    /// handle (through a thread-local, say) and release it or run operations of its own: those
-    /// then find no pin in the handle, so a release has nothing to let go of, and a nested
-    /// operation pins for itself, nested inside our pin (whose renewal is then a no-op). Our
-    /// pin stays until `f` returns, as the rest of `f` needs. If `f` unwinds, the pin is
-    /// dropped and the next operation pins again.
+    /// The pin must stay, unmoved, until `f` returns, and `f` may run user code (a pop drops
+    /// the revoked values it passes) that reaches this very handle and calls it again. So the
+    /// operation holds a shared borrow of the pin while `f` runs: an operation nested that way
+    /// borrows it too and runs under it; the renewal (a `repin`, which would move the outer
+    /// operation's pin to a later epoch) and [`release`](BagHandle::release) need the pin
+    /// exclusively, and do nothing while an operation holds it.
     #[inline(always)]
     fn pinned<R>(&self, f: impl FnOnce() -> R) -> R {
         let done = self.operations.get().wrapping_add(1);
         self.operations.set(done);
-        let mut guard = match self.guard.take() {
-            Some(guard) => guard,
-            None => Self::pin_again(),
-        };
         if done % REFRESH_EVERY == 0 {
-            Self::renew(&mut guard);
+            self.renew();
+        }
+        let mut held = self.guard.borrow();
+        if held.is_none() {
+            drop(held);
+            self.pin_again();
+            held = self.guard.borrow();
         }
         let result = f();
-        // Whatever a nested operation left here is a pin nested in ours: `set` lets it go.
-        self.guard.set(Some(guard));
+        drop(held);
         result
     }
 
     /// Renews a pin held across many operations, so that memory retired since can be
-    /// reclaimed.
+    /// reclaimed; nothing while an operation of this handle holds the pin.
     #[cold]
-    fn renew(guard: &mut Guard) {
-        #[cfg(not(pitlane_loom))]
-        guard.repin();
-        #[cfg(pitlane_loom)]
-        let _ = guard;
+    fn renew(&self) {
+        if let Ok(mut guard) = self.guard.try_borrow_mut() {
+            if let Some(guard) = guard.as_mut() {
+                #[cfg(not(pitlane_loom))]
+                guard.repin();
+                #[cfg(pitlane_loom)]
+                let _ = guard;
+            }
+        }
     }
 
     /// The first operation after the handle was made or released: pin.
     #[cold]
-    fn pin_again() -> Guard {
-        pin()
+    fn pin_again(&self) {
+        *self.guard.borrow_mut() = Some(pin());
     }
 
     /// [`Queue::try_push`] without a pin of its own.
@@ -1657,10 +1661,12 @@ impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
     }
 
     /// Unpins; the next operation pins again. Called from inside one of this handle's own
-    /// operations (by a value's `Drop` that the operation runs), it has nothing to let go of:
-    /// the operation holds the pin until it returns, and keeps it in the handle after.
+    /// operations (by a value's `Drop` that the operation runs), it does nothing: the
+    /// operation holds the pin until it returns.
     fn release(&self) {
-        self.guard.set(None);
+        if let Ok(mut guard) = self.guard.try_borrow_mut() {
+            *guard = None;
+        }
     }
 }
 
@@ -1668,12 +1674,7 @@ impl<T, const SEGMENT: usize> fmt::Debug for Handle<'_, T, SEGMENT> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
             .field("queue", self.queue)
-            .field("pinned", &{
-                let guard = self.guard.take();
-                let pinned = guard.is_some();
-                self.guard.set(guard);
-                pinned
-            })
+            .field("pinned", &self.guard.borrow().is_some())
             .finish()
     }
 }
