@@ -603,6 +603,21 @@ enum Slow<T> {
     Lost,
     /// Nothing was taken; look at `deq` again.
     Again,
+    /// The cell held a revoked value, now ours to drop; look at `deq` again once it is dropped
+    /// (outside the call's protection: see [`Miss::Revoked`]).
+    Revoked(T),
+}
+
+/// Why a protected pop attempt returned no item.
+enum Miss<T> {
+    /// What the public call reports.
+    Error(PopError),
+    /// It passed a revoked value, which is ours to drop. The caller drops it only after the
+    /// attempt has left its protection (era, or the handle's pin), and then tries again: the
+    /// value's `Drop` is user code, which may reach this very queue or handle (release the
+    /// handle, or run operations through it) and must not do so in the middle of an
+    /// operation that still reads segments.
+    Revoked(T),
 }
 
 impl<T> Queue<T> {
@@ -756,18 +771,25 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        protected(|| self.try_pop_protected())
+        loop {
+            match protected(|| self.try_pop_protected()) {
+                Ok(item) => return Ok(item),
+                Err(Miss::Error(error)) => return Err(error),
+                Err(Miss::Revoked(dead)) => drop(dead),
+            }
+        }
     }
 
-    /// [`try_pop`](Self::try_pop) for a thread that is protected (pinned, or inside an era)
-    /// for the whole call.
+    /// One attempt of [`try_pop`](Self::try_pop) for a thread that is protected (pinned, or
+    /// inside an era) for the whole call. It runs no user code: a revoked value it passes is
+    /// handed out to be dropped after the protection ends ([`Miss::Revoked`]).
     #[inline]
-    fn try_pop_protected(&self) -> Result<T, PopError> {
+    fn try_pop_protected(&self) -> Result<T, Miss<T>> {
         loop {
             let segment_ptr = self.head.load(Ordering::Acquire);
             if segment_ptr.is_null() {
                 // Nothing was ever pushed (a push makes segment 0 before it takes a ticket).
-                return Err(PopError::Empty);
+                return Err(Miss::Error(PopError::Empty));
             }
             // SAFETY: the segment `head` named is not recycled while we are protected.
             let segment = unsafe { &*segment_ptr };
@@ -776,7 +798,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 if self.advance_head(segment_ptr) {
                     continue;
                 }
-                return Err(PopError::Empty);
+                return Err(Miss::Error(PopError::Empty));
             };
             let state = cell.state.load(Ordering::Acquire);
             if state == FULL {
@@ -784,7 +806,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
                 // state stays `FULL` (no write to the line the pushers fill): a cell whose
                 // ticket is below `deq` is consumed whatever its state says.
                 if !segment.claim(ticket) {
-                    return Err(PopError::Transient);
+                    return Err(Miss::Error(PopError::Transient));
                 }
                 // SAFETY: the state was `FULL` (Acquire: the value is visible), and moving `deq`
                 // from `ticket` made the ticket ours alone: its pusher only takes a value back
@@ -793,9 +815,10 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             }
             match Self::pop_slow(segment, ticket, cell, state) {
                 Slow::Taken(item) => return Ok(item),
-                Slow::Empty => return Err(PopError::Empty),
-                Slow::Lost => return Err(PopError::Transient),
+                Slow::Empty => return Err(Miss::Error(PopError::Empty)),
+                Slow::Lost => return Err(Miss::Error(PopError::Transient)),
                 Slow::Again => continue,
+                Slow::Revoked(dead) => return Err(Miss::Revoked(dead)),
             }
         }
     }
@@ -922,12 +945,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         match state {
             // The pusher saw our skip mark and took its value back first.
             TAKEN => Slow::Lost,
-            REVOKED => {
-                // SAFETY: a revoked cell still holds its value, and our swap made it ours; the
-                // handle is not touched (the revoker cleared it).
-                drop(unsafe { cell.read() });
-                Slow::Again
-            }
+            // SAFETY: a revoked cell still holds its value, and our swap made it ours; the
+            // handle is not touched (the revoker cleared it).
+            REVOKED => Slow::Revoked(unsafe { cell.read() }),
             _ => {
                 debug_assert!(state == FULL || slot::is_tracked(state), "state {state}");
                 // SAFETY: we moved the state out of a full state, so the value is ours, and the
@@ -1523,8 +1543,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
 /// ```
 pub struct Handle<'q, T, const SEGMENT: usize = DEFAULT_SEGMENT> {
     queue: &'q Queue<T, SEGMENT>,
-    /// The pin, taken by the first operation after the handle was made or released. An
-    /// operation holds a shared borrow of it while it runs (see [`pinned`](Self::pinned)).
+    /// The pin, taken by the first operation after the handle was made or released.
     guard: RefCell<Option<Guard>>,
     operations: Cell<u32>,
 }
@@ -1536,12 +1555,10 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// Runs `f` with the handle's pin, taking it if released and renewing it every
     /// [`REFRESH_EVERY`] operations.
     ///
-    /// The pin must stay, unmoved, until `f` returns, and `f` may run user code (a pop drops
-    /// the revoked values it passes) that reaches this very handle and calls it again. So the
-    /// operation holds a shared borrow of the pin while `f` runs: an operation nested that way
-    /// borrows it too and runs under it; the renewal (a `repin`, which would move the outer
-    /// operation's pin to a later epoch) and [`release`](BagHandle::release) need the pin
-    /// exclusively, and do nothing while an operation holds it.
+    /// The pin must stay, unmoved, until `f` returns. Only `release` and the renewal touch it,
+    /// and `f` cannot reach either: it runs no user code (a pop hands a revoked value it passes
+    /// out, to be dropped after `f` returns; a push moves values without dropping or cloning
+    /// them).
     #[inline(always)]
     fn pinned<R>(&self, f: impl FnOnce() -> R) -> R {
         let done = self.operations.get().wrapping_add(1);
@@ -1549,28 +1566,21 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
         if done % REFRESH_EVERY == 0 {
             self.renew();
         }
-        let mut held = self.guard.borrow();
-        if held.is_none() {
-            drop(held);
+        if self.guard.borrow().is_none() {
             self.pin_again();
-            held = self.guard.borrow();
         }
-        let result = f();
-        drop(held);
-        result
+        f()
     }
 
     /// Renews a pin held across many operations, so that memory retired since can be
-    /// reclaimed; nothing while an operation of this handle holds the pin.
+    /// reclaimed.
     #[cold]
     fn renew(&self) {
-        if let Ok(mut guard) = self.guard.try_borrow_mut() {
-            if let Some(guard) = guard.as_mut() {
-                #[cfg(not(pitlane_loom))]
-                guard.repin();
-                #[cfg(pitlane_loom)]
-                let _ = guard;
-            }
+        if let Some(guard) = self.guard.borrow_mut().as_mut() {
+            #[cfg(not(pitlane_loom))]
+            guard.repin();
+            #[cfg(pitlane_loom)]
+            let _ = guard;
         }
     }
 
@@ -1617,7 +1627,14 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        self.pinned(|| self.queue.try_pop_protected())
+        loop {
+            match self.pinned(|| self.queue.try_pop_protected()) {
+                Ok(item) => return Ok(item),
+                Err(Miss::Error(error)) => return Err(error),
+                // Dropped between two operations, so its `Drop` may use this handle.
+                Err(Miss::Revoked(dead)) => drop(dead),
+            }
+        }
     }
 
     /// [`Queue::pop`] without a pin of its own.
@@ -1660,13 +1677,10 @@ impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
         Handle::try_pop(self)
     }
 
-    /// Unpins; the next operation pins again. Called from inside one of this handle's own
-    /// operations (by a value's `Drop` that the operation runs), it does nothing: the
-    /// operation holds the pin until it returns.
+    /// Unpins; the next operation pins again. (No operation of the handle is running when
+    /// this is called: operations run no user code, see [`Handle::pinned`].)
     fn release(&self) {
-        if let Ok(mut guard) = self.guard.try_borrow_mut() {
-            *guard = None;
-        }
+        *self.guard.borrow_mut() = None;
     }
 }
 

@@ -1,8 +1,12 @@
 //! A queue handle's pin must hold for the whole of each of its operations, also when user code
-//! that runs inside the operation (a revoked item's `Drop`, run by the pop that passes it)
-//! reaches the same handle (here through a thread-local) and releases it or works through it.
-//! A pin let go mid-operation leaves the rest of the pop (which goes on loading segments)
-//! unprotected: another thread could retire and recycle a segment it is reading.
+//! that a pop runs (a revoked item's `Drop`) reaches the same handle (here through a
+//! thread-local) and releases it or works through it. A pin let go mid-operation leaves the
+//! rest of the pop (which goes on loading segments) unprotected: another thread could retire
+//! and recycle a segment it is reading. The pop drops a revoked item only between two attempts,
+//! outside the pin, and pins again for the next; so a second revoked item, dropped after the
+//! first one released the handle, must find the thread pinned again. (Before this was so, the
+//! first item's drop ran inside the pop and its release left the rest of the pop, and the
+//! second item's drop, unpinned.)
 //!
 //! Whether the thread is still pinned is seen through the epoch itself: a function deferred by
 //! another thread can run only after the global epoch has advanced twice past it, which a
@@ -27,6 +31,11 @@ static PAGE: Page = Page {
     handle: RevokeHandle::new(),
 };
 
+/// The second revoked item's handle.
+static SECOND_PAGE: Page = Page {
+    handle: RevokeHandle::new(),
+};
+
 /// What an item's drop does with the thread's handle.
 #[derive(Clone, Copy, PartialEq)]
 enum OnDrop {
@@ -35,6 +44,8 @@ enum OnDrop {
     Release,
     /// Push and pop through the handle 300 times each (past a renewal of its pin), then see.
     Operate,
+    /// See whether the thread is pinned (the second revoked item).
+    Check,
 }
 
 struct Item(OnDrop);
@@ -42,7 +53,11 @@ struct Item(OnDrop);
 // SAFETY: the handle lives in a static, outside the item's bytes.
 unsafe impl Revocable for Item {
     fn revoke_handle(&self) -> &RevokeHandle {
-        &PAGE.handle
+        if self.0 == OnDrop::Check {
+            &SECOND_PAGE.handle
+        } else {
+            &PAGE.handle
+        }
     }
 }
 
@@ -105,15 +120,15 @@ impl Drop for Item {
                     drop(h.pop());
                 });
             }),
+            OnDrop::Check => UNPINNED.set(Some(epoch_runs_past_this_thread())),
             OnDrop::Nothing => unreachable!(),
         }
-        UNPINNED.set(Some(epoch_runs_past_this_thread()));
     }
 }
 
-/// Pushes a revocable item that does `on_drop`, revokes it, pushes a plain one, and pops
-/// through the handle: the pop passes the revoked item (running its drop) and returns the
-/// plain one.
+/// Pushes a revocable item that does `on_drop` and one that checks the pin, revokes both,
+/// pushes a plain one, and pops through the handle: the pop passes the revoked items (running
+/// their drops) and returns the plain one. Whether the check found the thread unpinned.
 fn pop_past_a_revoked_item<B: RevocableBag<Item = Item>>(
     bag: &B,
     on_drop: OnDrop,
@@ -127,13 +142,17 @@ fn pop_past_a_revoked_item<B: RevocableBag<Item = Item>>(
     let probe = std::mem::ManuallyDrop::new(Item(OnDrop::Nothing));
     // SAFETY: the bag is a static.
     assert!(unsafe { B::revoke(&probe) });
+    bag.push_revocable(Item(OnDrop::Check));
+    let probe = std::mem::ManuallyDrop::new(Item(OnDrop::Check));
+    // SAFETY: the bag is a static.
+    assert!(unsafe { B::revoke(&probe) });
     bag.push(Item(OnDrop::Nothing));
     let popped = pop().expect("the plain item");
     assert!(popped.0 == OnDrop::Nothing);
     assert!(pop().is_none());
     UNPINNED
         .get()
-        .expect("the revoked item was dropped inside the pop")
+        .expect("the second revoked item was dropped by the pop")
 }
 
 #[test]
@@ -172,7 +191,7 @@ fn a_handles_pin_holds_through_user_code_that_releases_or_uses_the_handle() {
             };
             assert!(
                 !unpinned,
-                "{through} handle {how} from inside its own pop left the rest of the pop unpinned"
+                "{through} handle {how} by a revoked item's drop left the rest of the pop unpinned"
             );
         }
     }
