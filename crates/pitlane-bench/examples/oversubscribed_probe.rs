@@ -7,10 +7,10 @@
 //! cargo run --release -p pitlane-bench --example oversubscribed_probe -- 200
 //! ```
 
+use pitlane_queue::WeakBag;
 use pitlane_queue::bagpipe::Bagpipe;
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::stack::Stack;
-use pitlane_queue::WeakBag;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -1678,7 +1678,8 @@ impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
     }
 
     /// Unpins; the next operation pins again. (No operation of the handle is running when
-    /// this is called: operations run no user code, see [`Handle::pinned`].)
+    /// this is called: operations run no user code; a pop drops the revoked values it passes
+    /// between two attempts.)
     fn release(&self) {
         *self.guard.borrow_mut() = None;
     }
