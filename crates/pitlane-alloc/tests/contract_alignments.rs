@@ -156,6 +156,28 @@ fn global_alloc_fails_cleanly_where_no_mapping_can_serve() {
     }
 }
 
+/// `grow_zeroed` of `p` (`from`, its bytes written with `seed`) to `to`, checking that the
+/// old bytes are kept and the added ones zero; `path` names the case in a failure.
+///
+/// # Safety
+/// `p` is a live block of `a` with layout `from`.
+unsafe fn grow_zeroed_checked<A: Allocator>(
+    a: &A,
+    p: NonNull<u8>,
+    from: Layout,
+    to: Layout,
+    seed: u8,
+    path: &str,
+) -> NonNull<u8> {
+    // SAFETY: forwarded from the caller.
+    let p = unsafe { a.grow_zeroed(p, from, to) }.unwrap().cast::<u8>();
+    assert!(
+        holds(p, from.size(), seed) && zero_from(p, from.size(), to.size()),
+        "{path}"
+    );
+    p
+}
+
 /// `grow_zeroed` of large blocks over dirty memory, on each of its paths.
 fn large_paths<A: Allocator>(a: A) {
     const K: usize = 1024;
@@ -168,14 +190,7 @@ fn large_paths<A: Allocator>(a: A) {
             .shrink(p, l(100 * K, 8), l(99 * K, 8))
             .unwrap()
             .cast::<u8>();
-        let p = a
-            .grow_zeroed(p, l(99 * K, 8), l(100 * K, 8))
-            .unwrap()
-            .cast::<u8>();
-        assert!(
-            holds(p, 99 * K, 0xAA) && zero_from(p, 99 * K, 100 * K),
-            "in place"
-        );
+        let p = grow_zeroed_checked(&a, p, l(99 * K, 8), l(100 * K, 8), 0xAA, "in place");
         a.deallocate(p, l(100 * K, 8));
     }
     // Into the cached run right after it: shrink by much (the tail goes to the cache), grow.
@@ -187,14 +202,7 @@ fn large_paths<A: Allocator>(a: A) {
             .shrink(p, l(900 * K, 8), l(100 * K, 8))
             .unwrap()
             .cast::<u8>();
-        let p = a
-            .grow_zeroed(p, l(100 * K, 8), l(800 * K, 8))
-            .unwrap()
-            .cast::<u8>();
-        assert!(
-            holds(p, 100 * K, 0xBB) && zero_from(p, 100 * K, 800 * K),
-            "cached tail"
-        );
+        let p = grow_zeroed_checked(&a, p, l(100 * K, 8), l(800 * K, 8), 0xBB, "cached tail");
         a.deallocate(p, l(800 * K, 8));
     }
     // Moved into a cached run (a big dirty block freed first), and on by mremap.
@@ -205,23 +213,9 @@ fn large_paths<A: Allocator>(a: A) {
     // SAFETY: as above.
     unsafe {
         a.deallocate(big, l(3 << 20, 8));
-        let p = a
-            .grow_zeroed(p, l(40 * K, 8), l(2 << 20, 8))
-            .unwrap()
-            .cast::<u8>();
-        assert!(
-            holds(p, 40 * K, 0xDD) && zero_from(p, 40 * K, 2 << 20),
-            "moved"
-        );
+        let p = grow_zeroed_checked(&a, p, l(40 * K, 8), l(2 << 20, 8), 0xDD, "moved");
         fill(p, 2 << 20, 0xEE);
-        let p = a
-            .grow_zeroed(p, l(2 << 20, 8), l(64 << 20, 8))
-            .unwrap()
-            .cast::<u8>();
-        assert!(
-            holds(p, 2 << 20, 0xEE) && zero_from(p, 2 << 20, 64 << 20),
-            "remapped"
-        );
+        let p = grow_zeroed_checked(&a, p, l(2 << 20, 8), l(64 << 20, 8), 0xEE, "remapped");
         a.deallocate(p, l(64 << 20, 8));
     }
     // Over-aligned: shrunk in place, grown (moved: the alignment cannot follow a remap).
@@ -233,16 +227,10 @@ fn large_paths<A: Allocator>(a: A) {
             .shrink(p, l(3 << 20, 2 << 20), l(K, 2 << 20))
             .unwrap()
             .cast::<u8>();
-        let p = a
-            .grow_zeroed(p, l(K, 2 << 20), l(5 << 20, 2 << 20))
-            .unwrap()
-            .cast::<u8>();
+        let grown = l(5 << 20, 2 << 20);
+        let p = grow_zeroed_checked(&a, p, l(K, 2 << 20), grown, 0x11, "over-aligned");
         assert_eq!(p.as_ptr().addr() % (2 << 20), 0);
-        assert!(
-            holds(p, K, 0x11) && zero_from(p, K, 5 << 20),
-            "over-aligned"
-        );
-        a.deallocate(p, l(5 << 20, 2 << 20));
+        a.deallocate(p, grown);
     }
 }
 

@@ -24,58 +24,87 @@ fn minflt() -> i64 {
     usage.ru_minflt
 }
 
-/// Push+pop pairs through a handle per thread of one Bagpipe of `B`s, or through its plain
-/// calls.
+/// Runs `threads` threads of `worker` (given the thread's number and the stop flag, it returns
+/// the operations it did) for `ms` milliseconds: Mops/s of all threads, and the minor page
+/// faults the process took meanwhile.
+fn measure(
+    threads: usize,
+    ms: u64,
+    worker: impl Fn(usize, &AtomicBool) -> u64 + Sync,
+) -> (f64, i64) {
+    let stop = AtomicBool::new(false);
+    let ops = AtomicU64::new(0);
+    let start = Barrier::new(threads + 1);
+    let faults = minflt();
+    let started = std::thread::scope(|s| {
+        for t in 0..threads {
+            let (worker, stop, ops, start) = (&worker, &stop, &ops, &start);
+            s.spawn(move || {
+                start.wait();
+                ops.fetch_add(worker(t, stop), Ordering::Relaxed)
+            });
+        }
+        start.wait();
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_millis(ms));
+        stop.store(true, Ordering::Relaxed);
+        started
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    (
+        ops.load(Ordering::Relaxed) as f64 / seconds / 1e6,
+        minflt() - faults,
+    )
+}
+
+/// Push+pop pairs until `stop`, each pop waiting for an item: the operations done.
+fn pairs(stop: &AtomicBool, push: impl Fn(u64), pop: impl Fn() -> Option<u64>) -> u64 {
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for i in 0..1024 {
+            push(i);
+            while pop().is_none() {}
+        }
+        done += 2048;
+    }
+    done
+}
+
+/// Pairs on one Bagpipe of `B`s: through its plain calls, or a handle per thread.
 fn run_bagpipe<B>(threads: usize, ms: u64, plain: bool) -> (f64, i64)
 where
     B: WeakBag<Item = u64> + Default + Sync,
 {
     let bag: Bagpipe<B> = Bagpipe::new();
-    let stop = AtomicBool::new(false);
-    let ops = AtomicU64::new(0);
-    let b = Barrier::new(threads + 1);
-    let f0 = minflt();
-    let t0 = std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut n = 0u64;
-                if plain {
-                    b.wait();
-                    while !stop.load(Ordering::Relaxed) {
-                        for i in 0..1024u64 {
-                            bag.push(i);
-                            while bag.pop().is_none() {}
-                        }
-                        n += 2048;
-                    }
-                } else {
-                    let h = bag.handle();
-                    b.wait();
-                    while !stop.load(Ordering::Relaxed) {
-                        for i in 0..1024u64 {
-                            h.push(i);
-                            while h.pop().is_none() {}
-                        }
-                        n += 2048;
-                    }
-                }
-                ops.fetch_add(n, Ordering::Relaxed);
-            });
+    measure(threads, ms, |_, stop| {
+        if plain {
+            pairs(stop, |i| bag.push(i), || bag.pop())
+        } else {
+            let handle = bag.handle();
+            pairs(stop, |i| handle.push(i), || handle.pop())
         }
-        b.wait();
-        let t0 = Instant::now();
-        std::thread::sleep(Duration::from_millis(ms));
-        stop.store(true, Ordering::Relaxed);
-        t0
-    });
-    let el = t0.elapsed().as_secs_f64();
-    (ops.load(Ordering::Relaxed) as f64 / el / 1e6, minflt() - f0)
+    })
+}
+
+/// Pairs on a queue of each thread's own (nothing shared but the process-wide epoch and
+/// eras): through its plain calls, or a handle.
+fn run_private(threads: usize, ms: u64, plain: bool) -> (f64, i64) {
+    let queues: Vec<Queue<u64>> = (0..threads).map(|_| Queue::new()).collect();
+    measure(threads, ms, |t, stop| {
+        let queue = &queues[t];
+        if plain {
+            pairs(stop, |i| queue.push(i), || queue.pop())
+        } else {
+            let handle = queue.handle();
+            pairs(stop, |i| handle.push(i), || handle.pop())
+        }
+    })
 }
 
 fn main() {
     let ms: u64 = std::env::args()
         .nth(1)
-        .map(|s| s.parse().unwrap())
+        .map(|s| s.parse().expect("a run's length in milliseconds"))
         .unwrap_or(200);
     for round in 0..3 {
         for t in [2, 4, 8] {
@@ -89,49 +118,4 @@ fn main() {
             );
         }
     }
-}
-
-/// Each thread its own queue (nothing shared but the process-wide epoch and eras).
-fn run_private(threads: usize, ms: u64, plain: bool) -> (f64, i64) {
-    let queues: Vec<Queue<u64>> = (0..threads).map(|_| Queue::new()).collect();
-    let stop = AtomicBool::new(false);
-    let ops = AtomicU64::new(0);
-    let b = Barrier::new(threads + 1);
-    let f0 = minflt();
-    let t0 = std::thread::scope(|s| {
-        for q in &queues {
-            let (stop, ops, b) = (&stop, &ops, &b);
-            s.spawn(move || {
-                let mut n = 0u64;
-                if plain {
-                    b.wait();
-                    while !stop.load(Ordering::Relaxed) {
-                        for i in 0..1024u64 {
-                            q.push(i);
-                            q.pop().unwrap();
-                        }
-                        n += 2048;
-                    }
-                } else {
-                    let h = q.handle();
-                    b.wait();
-                    while !stop.load(Ordering::Relaxed) {
-                        for i in 0..1024u64 {
-                            h.push(i);
-                            h.pop().unwrap();
-                        }
-                        n += 2048;
-                    }
-                }
-                ops.fetch_add(n, Ordering::Relaxed);
-            });
-        }
-        b.wait();
-        let t0 = Instant::now();
-        std::thread::sleep(Duration::from_millis(ms));
-        stop.store(true, Ordering::Relaxed);
-        t0
-    });
-    let el = t0.elapsed().as_secs_f64();
-    (ops.load(Ordering::Relaxed) as f64 / el / 1e6, minflt() - f0)
 }

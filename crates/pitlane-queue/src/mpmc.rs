@@ -620,6 +620,21 @@ enum Miss<T> {
     Revoked(T),
 }
 
+impl<T> Miss<T> {
+    /// Runs protected pop `attempt`s until one takes an item or fails, dropping each revoked
+    /// value an attempt hands out in between, after its protection has ended.
+    #[inline(always)]
+    fn retry_past_revoked(mut attempt: impl FnMut() -> Result<T, Self>) -> Result<T, PopError> {
+        loop {
+            match attempt() {
+                Ok(item) => return Ok(item),
+                Err(Miss::Error(error)) => return Err(error),
+                Err(Miss::Revoked(dead)) => drop(dead),
+            }
+        }
+    }
+}
+
 impl<T> Queue<T> {
     /// An empty queue with [`DEFAULT_SEGMENT`] cells per segment. It allocates nothing until
     /// the first push, and can be a `static`:
@@ -771,13 +786,7 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        loop {
-            match protected(|| self.try_pop_protected()) {
-                Ok(item) => return Ok(item),
-                Err(Miss::Error(error)) => return Err(error),
-                Err(Miss::Revoked(dead)) => drop(dead),
-            }
-        }
+        Miss::retry_past_revoked(|| protected(|| self.try_pop_protected()))
     }
 
     /// One attempt of [`try_pop`](Self::try_pop) for a thread that is protected (pinned, or
@@ -1627,14 +1636,7 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        loop {
-            match self.pinned(|| self.queue.try_pop_protected()) {
-                Ok(item) => return Ok(item),
-                Err(Miss::Error(error)) => return Err(error),
-                // Dropped between two operations, so its `Drop` may use this handle.
-                Err(Miss::Revoked(dead)) => drop(dead),
-            }
-        }
+        Miss::retry_past_revoked(|| self.pinned(|| self.queue.try_pop_protected()))
     }
 
     /// [`Queue::pop`] without a pin of its own.

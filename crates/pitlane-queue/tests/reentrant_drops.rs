@@ -63,11 +63,20 @@ impl Item {
         static PAGE: Page = Page {
             handle: RevokeHandle::new(),
         };
+        Item::on(&PAGE, ledger, None)
+    }
+
+    /// A new item (its own ledger id) on `page`, doing `reenter` when dropped.
+    fn on(
+        page: &'static Page,
+        ledger: &'static Ledger,
+        reenter: Option<&'static (dyn Fn() + Sync)>,
+    ) -> Self {
         Item {
-            page: &PAGE,
+            page,
             id: ledger.id(),
             ledger,
-            reenter: None,
+            reenter,
         }
     }
 }
@@ -108,20 +117,10 @@ where
         })
         .collect();
     for &page in &pages {
-        bag.push_revocable(Item {
-            page,
-            id: ledger.id(),
-            ledger,
-            reenter: Some(reenter),
-        });
+        bag.push_revocable(Item::on(page, ledger, Some(reenter)));
     }
     for &page in &pages {
-        let probe = Item {
-            page,
-            id: ledger.id(),
-            ledger,
-            reenter: None,
-        };
+        let probe = Item::on(page, ledger, None);
         // SAFETY: the bag is a leaked static.
         let revoked = unsafe { B::revoke(&probe) };
         assert!(revoked, "a tracked item in the bag is revoked");
@@ -209,18 +208,8 @@ fn between_threads() {
                         let page: &'static Page = Box::leak(Box::new(Page {
                             handle: RevokeHandle::new(),
                         }));
-                        bag.push_revocable(Item {
-                            page,
-                            id: ledger.id(),
-                            ledger,
-                            reenter: Some(reenter),
-                        });
-                        let probe = Item {
-                            page,
-                            id: ledger.id(),
-                            ledger,
-                            reenter: None,
-                        };
+                        bag.push_revocable(Item::on(page, ledger, Some(reenter)));
+                        let probe = Item::on(page, ledger, None);
                         // SAFETY: the bag is a leaked static.
                         let revoked = unsafe { B::revoke(&probe) };
                         // The other thread may have popped it first (and dropped it, which

@@ -29,6 +29,15 @@ const THREADS: usize = 4;
 /// Operations (pushes plus pops) of the full, ignored runs.
 const FULL_OPS: usize = 10_000_000;
 
+/// Items per thread (or per kind) of the one-cell-segment runs `cargo test` always does.
+fn short_items() -> usize {
+    if cfg!(debug_assertions) {
+        2_000
+    } else {
+        20_000
+    }
+}
+
 /// Operations of the runs `cargo test` always does.
 fn short_ops() -> usize {
     if cfg!(debug_assertions) {
@@ -519,6 +528,14 @@ fn plain_then_tracked_on_one_cell_segments(rounds: usize, per_kind: usize) {
             let before = outcome[page.number].swap(how, Ordering::Relaxed);
             assert_eq!(before, 0, "page {} ended {how} after {before}", page.number);
         };
+        let popped = |page: &Page| {
+            if std::ptr::eq(page, &plain_pages[page.number]) {
+                let before = plain_seen[page.number].fetch_add(1, Ordering::Relaxed);
+                assert_eq!(before, 0, "plain page {} popped twice", page.number);
+            } else {
+                record(page, POPPED);
+            }
+        };
         let plain_pushed = AtomicUsize::new(0);
         let next_tracked = AtomicUsize::new(0);
         let pushers_done = AtomicUsize::new(0);
@@ -559,23 +576,13 @@ fn plain_then_tracked_on_one_cell_segments(rounds: usize, per_kind: usize) {
             }
             _ => loop {
                 match queue.pop() {
-                    Some(page) if std::ptr::eq(page, &plain_pages[page.number]) => {
-                        let before = plain_seen[page.number].fetch_add(1, Ordering::Relaxed);
-                        assert_eq!(before, 0, "plain page {} popped twice", page.number);
-                    }
-                    Some(page) => record(page, POPPED),
+                    Some(page) => popped(page),
                     None if pushers_done.load(Ordering::Acquire) == 2 => break,
                     None => thread::yield_now(),
                 }
             },
         });
-        for page in std::iter::from_fn(|| queue.pop()) {
-            if std::ptr::eq(page, &plain_pages[page.number]) {
-                assert_eq!(plain_seen[page.number].fetch_add(1, Ordering::Relaxed), 0);
-            } else {
-                record(page, POPPED);
-            }
-        }
+        std::iter::from_fn(|| queue.pop()).for_each(popped);
         for number in 0..per_kind {
             assert_eq!(
                 plain_seen[number].load(Ordering::Relaxed),
@@ -595,12 +602,7 @@ fn plain_then_tracked_on_one_cell_segments(rounds: usize, per_kind: usize) {
 #[test]
 fn mpmc_a_queue_that_starts_tracking_mid_life_keeps_one_winner() {
     epoch_ready();
-    let per_kind = if cfg!(debug_assertions) {
-        2_000
-    } else {
-        20_000
-    };
-    plain_then_tracked_on_one_cell_segments(8, per_kind);
+    plain_then_tracked_on_one_cell_segments(8, short_items());
 }
 
 #[test]
@@ -652,12 +654,7 @@ fn plain_calls_on_one_cell_segments(rounds: usize, per_thread: usize) {
 
 #[test]
 fn mpmc_plain_calls_on_one_cell_segments_from_threads_that_come_and_go() {
-    let per_thread = if cfg!(debug_assertions) {
-        2_000
-    } else {
-        20_000
-    };
-    plain_calls_on_one_cell_segments(8, per_thread);
+    plain_calls_on_one_cell_segments(8, short_items());
 }
 
 #[test]
