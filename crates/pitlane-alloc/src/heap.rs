@@ -938,6 +938,8 @@ fn alloc_without_heap(class: usize) -> *mut u8 {
         && init()
         && let Some(key) = key()
     {
+        // A retry, should the first registration have failed (a relaxed load otherwise).
+        install_fork_handlers();
         if let Some(heap) = acquire(Kind::Thread) {
             heap_slot::set(heap);
             // SAFETY: the key was created by `init`; the value is only read by our
@@ -971,6 +973,34 @@ fn key() -> Option<libc::pthread_key_t> {
         .then(|| KEY.load(Ordering::Relaxed) as libc::pthread_key_t)
 }
 
+/// Whether the fork handlers are registered: 0 not, 1 being registered, 2 registered.
+static FORK_HANDLERS: AtomicU8 = AtomicU8::new(0);
+
+/// Registers the fork handlers unless they are. `pthread_atfork` can fail (only for want of
+/// memory); then the next thread's first allocation tries again, so that they are in place
+/// before a second thread exists to hold one of the locks across a `fork` (a single-threaded
+/// process forks safely without them: no lock of ours is held across its `fork` call).
+fn install_fork_handlers() {
+    if FORK_HANDLERS.load(Ordering::Acquire) == 2
+        || FORK_HANDLERS
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    // SAFETY: a plain libc call; the handlers are `extern "C"` functions that never unwind.
+    // Only the thread that moved the state from 0 to 1 registers, so they are registered at
+    // most once (twice would take each lock twice before a fork).
+    let registered = unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_parent),
+            Some(after_fork_child),
+        )
+    } == 0;
+    FORK_HANDLERS.store(if registered { 2 } else { 0 }, Ordering::Release);
+}
+
 /// Initialises the allocator once: the thread-exit key, the fork handlers, the pool and the
 /// purge policy from the environment. Returns whether it is done (`false` while another
 /// call, possibly a nested one on this thread, is in progress).
@@ -991,19 +1021,15 @@ fn init_slow() -> bool {
         return INIT.load(Ordering::Acquire) == 2;
     }
     let mut key: libc::pthread_key_t = 0;
-    // SAFETY: plain libc calls with valid arguments; the handlers are `extern "C"` functions
-    // that never unwind.
+    // SAFETY: a plain libc call with valid arguments; the destructor is an `extern "C"`
+    // function that never unwinds.
     unsafe {
         if libc::pthread_key_create(&mut key, Some(on_thread_exit)) == 0 {
             KEY.store(key as u32, Ordering::Relaxed);
             KEY_MADE.store(true, Ordering::Relaxed);
         }
-        libc::pthread_atfork(
-            Some(before_fork),
-            Some(after_fork_parent),
-            Some(after_fork_child),
-        );
     }
+    install_fork_handlers();
     crate::policy::init_from_env();
     pool::init();
     INIT.store(2, Ordering::Release);

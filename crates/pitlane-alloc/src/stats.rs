@@ -41,7 +41,8 @@ impl Counters {
 /// A snapshot of the allocator's memory, process-wide.
 ///
 /// Taken without stopping other threads, so each figure is read at a slightly different
-/// moment; exact when no other thread allocates meanwhile. Blocks freed by a thread other than
+/// moment; exact when no other thread allocates meanwhile. `in_use` never exceeds `mapped`
+/// (capped, should a racing unmap fall between the two reads). Blocks freed by a thread other than
 /// the one whose heap owns their page count as in use until that heap collects them (its next
 /// allocation that finds its current page empty), or until they leave their page with no
 /// block in use, which then goes back to the pool (at `collect()` on the heap's thread, its
@@ -116,9 +117,13 @@ pub fn stats() -> Stats {
         }
     });
     let segments = segment::segment_count();
+    let in_use = small + c.large_in_use.load(Ordering::Relaxed);
+    let mapped = c.mapped.load(Ordering::Relaxed);
     Stats {
-        in_use: small + c.large_in_use.load(Ordering::Relaxed),
-        mapped: c.mapped.load(Ordering::Relaxed),
+        // What is in use is always mapped; figures read at different moments while other
+        // threads free and unmap could say otherwise, so the snapshot keeps that invariant.
+        in_use: in_use.min(mapped),
+        mapped,
         purged: c.purged.load(Ordering::Relaxed),
         purges: c.purges.load(Ordering::Relaxed),
         large_cached: c.large_cached.load(Ordering::Relaxed),

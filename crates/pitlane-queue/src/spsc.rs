@@ -182,6 +182,7 @@
 //!   implement `PartialEq`.
 
 use alloc::boxed::Box;
+#[cfg(pitlane_loom)]
 use alloc::vec::Vec;
 use core::fmt;
 use core::iter::FusedIterator;
@@ -427,6 +428,39 @@ impl Builder {
 
 /// `capacity` empty slots, or [`ChannelError::OutOfMemory`] if the allocator cannot provide
 /// them (never an abort).
+///
+/// The slots come from a zeroed allocation, which is what an empty slot is (the state word
+/// [`EMPTY`] is `false`, the value uninitialised): nothing is written, so a large ring costs
+/// no page until the producer reaches it, and a capacity the allocator grants under
+/// overcommit cannot bring the out-of-memory killer at creation.
+#[cfg(not(pitlane_loom))]
+fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
+    const { assert!(!EMPTY, "a zeroed slot must be an empty one") };
+    let out_of_memory = ChannelError::OutOfMemory {
+        capacity,
+        bytes: capacity.saturating_mul(core::mem::size_of::<Slot<T>>()),
+    };
+    let layout = core::alloc::Layout::array::<Slot<T>>(capacity)
+        .map_err(|_| ChannelError::CapacityOverflow)?;
+    if layout.size() == 0 {
+        // Unreachable (a slot holds a state byte and the capacity is at least 1), but an
+        // allocation of size 0 would be undefined behaviour, so it is refused here too.
+        return Err(ChannelError::ZeroCapacity);
+    }
+    // SAFETY: the layout's size is not zero.
+    let first = unsafe { alloc::alloc::alloc_zeroed(layout) }.cast::<Slot<T>>();
+    if first.is_null() {
+        return Err(out_of_memory);
+    }
+    // SAFETY: `first` is a live allocation of the global allocator with the layout of
+    // `capacity` slots, which is the layout `Box<[Slot<T>]>` frees with; all-zero bytes are a
+    // valid `Slot<T>` (an `AtomicBool` holding `false`, which is `EMPTY`, and a `MaybeUninit`
+    // that may hold anything), so every element is initialised.
+    Ok(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(first, capacity)) })
+}
+
+/// Under loom the atomics and cells are model objects that zeroed bytes are not: build each.
+#[cfg(pitlane_loom)]
 fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
     let mut slots = Vec::new();
     if slots.try_reserve_exact(capacity).is_err() {
@@ -503,6 +537,8 @@ struct Slot<T> {
 }
 
 impl<T> Slot<T> {
+    /// An empty slot (the loom build makes each; the others allocate them zeroed).
+    #[cfg(pitlane_loom)]
     fn new() -> Self {
         Self {
             state: AtomicBool::new(EMPTY),
@@ -578,6 +614,11 @@ impl<T> Drop for Shared<T> {
             }
         }
 
+        // Values that need no drop need no visit (and a large ring's untouched pages stay
+        // untouched).
+        if !core::mem::needs_drop::<T>() {
+            return;
+        }
         // Both ends are gone, and the last one's `AcqRel` update of `gone` synchronised with
         // everything the other did, so every state word is final.
         Rest {

@@ -7,19 +7,7 @@
 #![cfg(all(not(pitlane_loom), target_os = "linux"))]
 
 use pitlane_queue::mpmc::Queue;
-
-/// The resident set of this process, in KiB.
-fn resident_kib() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let line = status
-        .lines()
-        .find(|line| line.starts_with("VmRSS:"))
-        .expect("a VmRSS line");
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|kib| kib.parse().ok())
-        .expect("VmRSS in kB")
-}
+use pitlane_testkit::memory::resident_kib;
 
 #[test]
 fn one_thread_pushing_and_popping_4_kib_values_runs_in_bounded_memory() {

@@ -21,6 +21,26 @@ pub fn address_space() -> u64 {
         .sum()
 }
 
+/// The process's resident set now, in KiB (`VmRSS` of `/proc/self/status`).
+///
+/// ```
+/// let before = pitlane_testkit::memory::resident_kib();
+/// let block = vec![1u8; 32 << 20];
+/// assert!(pitlane_testkit::memory::resident_kib() > before);
+/// drop(block);
+/// ```
+pub fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .expect("a VmRSS line");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|kib| kib.parse().ok())
+        .expect("VmRSS in kB")
+}
+
 /// Runs `f` with the process's address-space limit (`RLIMIT_AS`, the soft one) lowered to
 /// what the process uses now plus `headroom` bytes, and restores the limit before returning
 /// `f`'s result (also if `f` panics). The limit is the whole process's: a test that uses this
