@@ -467,10 +467,11 @@ thread_local! {
     static ARMED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The batch slot of `page` (descriptors are 128 bytes apart in their segment's header).
+/// The batch slot of the page that holds `block`: its page number in the segment, modulo
+/// [`BATCH_SLOTS`] (neighbouring pages take different slots).
 #[inline(always)]
-fn batch_slot(page: *mut Page) -> usize {
-    (page.addr() / core::mem::size_of::<Page>()) % BATCH_SLOTS
+fn batch_slot(block: *mut u8) -> usize {
+    (block.addr() / crate::PAGE_SIZE) % BATCH_SLOTS
 }
 
 /// A free into a page owned by another heap.
@@ -493,7 +494,7 @@ fn batch_slot(page: *mut Page) -> usize {
 #[inline(never)]
 unsafe fn free_remote<const CHECK: bool>(page: *mut Page, ptr: *mut u8) -> bool {
     let block = ptr.cast::<Block>();
-    let slot = batch_slot(page);
+    let slot = batch_slot(ptr);
     BATCHES.with(|slots| {
         let cell = &slots[slot];
         let batch = cell.get();

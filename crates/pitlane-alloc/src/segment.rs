@@ -17,8 +17,10 @@
 //!  ^ ptr & !(4 MiB - 1)            (ptr >> 16) & 63 = page number
 //! ```
 //!
-//! A pointer to a small block finds its page with two masks and an index: no table lookup, no
-//! header before the block.
+//! A pointer to a small block finds its page with two masks, an index and a 64-byte
+//! permutation table: no header before the block. Page `i`'s descriptor is entry
+//! `DESCRIPTOR_ENTRIES[i]` of the header, not entry `i`, so that the pages one thread takes
+//! one after another do not have descriptors one after another (see [`descriptor_entry`]).
 
 use core::cell::Cell;
 use core::ptr::{self, NonNull};
@@ -156,6 +158,36 @@ static SEGMENTS: [AtomicPtr<Segment>; MAX_SEGMENTS] =
 /// How many entries of [`SEGMENTS`] are set (each set before the count covers it).
 static SEGMENT_COUNT: AtomicUsize = AtomicUsize::new(0);
 
+/// Which entry of the segment header describes each page of the segment: a fixed
+/// permutation of 0..64 that keeps the header page's own entry at 0 (see
+/// [`descriptor_entry`]; the tests below check the properties it was chosen for).
+const DESCRIPTOR_ENTRIES: [u8; PAGES_PER_SEGMENT] = [
+    0, 33, 19, 48, 39, 42, 2, 22, 62, 53, 13, 10, 27, 9, 60, 25, 46, 7, 24, 3, 14, 36, 57, 12, 52,
+    21, 5, 34, 54, 8, 26, 44, 30, 11, 4, 61, 35, 6, 43, 49, 17, 32, 16, 50, 38, 63, 20, 45, 40, 56,
+    15, 51, 47, 41, 18, 37, 29, 55, 31, 59, 23, 1, 58, 28,
+];
+
+/// The entry of the segment header that describes page `index` of the segment.
+///
+/// Why not entry `index`: heaps take fresh pages one after another, so one thread's pages
+/// (one per size class) tend to be neighbours, or every other page when two threads take
+/// them in turn, and a `Vec` that grows visits them in order, loading each descriptor's
+/// `free` from the same instruction. With descriptors in page order those loads were a run
+/// at a constant stride of 128 or 256 bytes, which the processor's prefetchers continue
+/// past the thread's own pages into the descriptors of the next ones, another thread's,
+/// whose owner writes them on every allocation and free: each prefetch took the line away
+/// from its owner. On the 2-core Intel Xeon of these sessions, two threads growing `Vec`s
+/// ran 20–40% slower than one alone whenever their pages were neighbours
+/// (`docs/notes/alloc-bench.md`, fourteenth session). A multiplicative scramble (`index × 37
+/// mod 64`) fixed neighbouring runs but not every-other-page ones (it maps any arithmetic
+/// progression to another one); this table is irregular: no three pages spaced 1 to 4 apart
+/// have descriptors at one stride of 2 KiB or less, and neighbouring pages' descriptors are
+/// at least three entries apart. It costs the free path one load from a 64-byte table.
+#[inline(always)]
+pub(crate) const fn descriptor_entry(index: usize) -> usize {
+    DESCRIPTOR_ENTRIES[index & (PAGES_PER_SEGMENT - 1)] as usize
+}
+
 /// The descriptor of the page holding `block`, a pointer into a small block.
 ///
 /// # Safety
@@ -167,7 +199,11 @@ pub(crate) unsafe fn page_of(block: *mut u8) -> *mut Page {
         .cast::<Segment>();
     let index = (block.addr() >> 16) & (PAGES_PER_SEGMENT - 1);
     // SAFETY: the segment header lies at the start of the segment, and `index < 64`.
-    unsafe { (&raw mut (*segment).pages).cast::<Page>().add(index) }
+    unsafe {
+        (&raw mut (*segment).pages)
+            .cast::<Page>()
+            .add(descriptor_entry(index))
+    }
 }
 
 /// The descriptor of page number `number` (segment * 64 + page), which must have been handed
@@ -180,7 +216,7 @@ pub(crate) fn page_by_number(number: u32) -> *mut Page {
     unsafe {
         (&raw mut (*segment).pages)
             .cast::<Page>()
-            .add(number as usize % PAGES_PER_SEGMENT)
+            .add(descriptor_entry(number as usize % PAGES_PER_SEGMENT))
     }
 }
 
@@ -237,7 +273,7 @@ pub(crate) fn fresh_page() -> Option<NonNull<Page>> {
     NonNull::new(unsafe {
         (&raw mut (*FRESH.segment.get()).pages)
             .cast::<Page>()
-            .add(index)
+            .add(descriptor_entry(index))
     })
 }
 
@@ -262,7 +298,9 @@ fn new_segment() -> Option<*mut Segment> {
         // SAFETY: fresh zeroed memory of the header page, large enough for the header
         // (checked at compile time); nobody else can see it yet.
         unsafe {
-            let page = (&raw mut (*segment).pages).cast::<Page>().add(index);
+            let page = (&raw mut (*segment).pages)
+                .cast::<Page>()
+                .add(descriptor_entry(index));
             page.write(Page::empty());
             (*page).start.set(base.add(index * PAGE_SIZE));
             (*page)
@@ -273,4 +311,50 @@ fn new_segment() -> Option<*mut Segment> {
     SEGMENTS[number].store(segment, Ordering::Release);
     SEGMENT_COUNT.store(number + 1, Ordering::Release);
     Some(segment)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_entries_are_a_permutation_that_keeps_the_header_at_zero() {
+        let mut seen = [false; PAGES_PER_SEGMENT];
+        for index in 0..PAGES_PER_SEGMENT {
+            let entry = descriptor_entry(index);
+            assert!(entry < PAGES_PER_SEGMENT);
+            assert!(!seen[entry], "entry {entry} taken twice");
+            seen[entry] = true;
+        }
+        assert_eq!(
+            descriptor_entry(0),
+            0,
+            "for_each_page skips entry 0 as the header's"
+        );
+    }
+
+    #[test]
+    fn pages_spaced_evenly_never_have_descriptors_at_one_short_stride() {
+        let entry = |i: usize| descriptor_entry(i) as isize;
+        let size = core::mem::size_of::<Page>() as isize;
+        for step in 1..=4 {
+            for first in 1..PAGES_PER_SEGMENT - 2 * step {
+                let a = entry(first + step) - entry(first);
+                let b = entry(first + 2 * step) - entry(first + step);
+                assert!(
+                    a != b || (a * size).abs() > 2048,
+                    "pages {first}, +{step}, +{}: one stride of {} bytes",
+                    2 * step,
+                    a * size
+                );
+            }
+        }
+        for page in 1..PAGES_PER_SEGMENT - 1 {
+            assert!(
+                (entry(page + 1) - entry(page)).abs() >= 3,
+                "pages {page} and {}",
+                page + 1
+            );
+        }
+    }
 }
