@@ -52,11 +52,12 @@
 //! # How a free finds its owner
 //!
 //! `dealloc(ptr, layout)`: the layout says whether the block is small (a class fits) or large
-//! — no lookup. A small block's segment is `ptr & !(4 MiB - 1)`; its page descriptor is the entry
-//! of the segment header that a fixed 64-entry permutation gives for page `(ptr >> 16) & 63`
-//! (it keeps neighbouring pages' descriptors apart); the descriptor names the owner heap. If that is
-//! the calling thread's heap, the block goes on the page's `free` list (no atomic); otherwise
-//! on its `remote` list (one CAS). A large block's header sits 64 bytes before it.
+//! — no lookup. A small block's segment is `ptr & !(4 MiB - 1)`; its page is `(ptr >> 16) &
+//! 63`, whose descriptor is the entry of the segment header that a fixed 64-entry permutation
+//! gives (it keeps neighbouring pages' descriptors apart); the descriptor names the owner
+//! heap. If that is the calling thread's heap, the block goes on the page's `free` list (no
+//! atomic); otherwise on its `remote` list (one CAS). A large block's header sits 64 bytes
+//! before it.
 //!
 //! # Where the design comes from
 //!

@@ -177,7 +177,7 @@ const DESCRIPTOR_ENTRIES: [u8; PAGES_PER_SEGMENT] = [
 /// past the thread's own pages into the descriptors of the next ones, another thread's,
 /// whose owner writes them on every allocation and free: each prefetch took the line away
 /// from its owner. On the 2-core Intel Xeon of these sessions, two threads growing `Vec`s
-/// ran 20–40% slower than one alone whenever their pages were neighbours
+/// ran 20–70% slower than one alone whenever their pages were neighbours
 /// (`docs/notes/alloc-bench.md`, fourteenth session). A multiplicative scramble (`index × 37
 /// mod 64`) fixed neighbouring runs but not every-other-page ones (it maps any arithmetic
 /// progression to another one); this table is irregular: no three pages spaced 1 to 4 apart

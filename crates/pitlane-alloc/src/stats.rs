@@ -42,9 +42,9 @@ impl Counters {
 ///
 /// Taken without stopping other threads, so each figure is read at a slightly different
 /// moment; exact when no other thread allocates meanwhile. `in_use` never exceeds `mapped`
-/// (capped, should a racing unmap fall between the two reads). Blocks freed by a thread other than
-/// the one whose heap owns their page count as in use until that heap collects them (its next
-/// allocation that finds its current page empty), or until they leave their page with no
+/// (capped, should a racing unmap fall between the two reads). Blocks freed by a thread other
+/// than the one whose heap owns their page count as in use until that heap collects them (its
+/// next allocation that finds its current page empty), or until they leave their page with no
 /// block in use, which then goes back to the pool (at `collect()` on the heap's thread, its
 /// exit, or a sweep of an exited thread's heap).
 ///
