@@ -184,7 +184,7 @@ const DESCRIPTOR_ENTRIES: [u8; PAGES_PER_SEGMENT] = [
 /// have descriptors at one stride of 2 KiB or less, and neighbouring pages' descriptors are
 /// at least three entries apart. It costs the free path one load from a 64-byte table.
 #[inline(always)]
-pub(crate) const fn descriptor_entry(index: usize) -> usize {
+const fn descriptor_entry(index: usize) -> usize {
     DESCRIPTOR_ENTRIES[index & (PAGES_PER_SEGMENT - 1)] as usize
 }
 

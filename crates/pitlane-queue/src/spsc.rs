@@ -436,10 +436,6 @@ impl Builder {
 #[cfg(not(pitlane_loom))]
 fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
     const { assert!(!EMPTY, "a zeroed slot must be an empty one") };
-    let out_of_memory = ChannelError::OutOfMemory {
-        capacity,
-        bytes: capacity.saturating_mul(core::mem::size_of::<Slot<T>>()),
-    };
     let layout = core::alloc::Layout::array::<Slot<T>>(capacity)
         .map_err(|_| ChannelError::CapacityOverflow)?;
     if layout.size() == 0 {
@@ -450,7 +446,7 @@ fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
     // SAFETY: the layout's size is not zero.
     let first = unsafe { alloc::alloc::alloc_zeroed(layout) }.cast::<Slot<T>>();
     if first.is_null() {
-        return Err(out_of_memory);
+        return Err(out_of_memory::<T>(capacity));
     }
     // SAFETY: `first` is a live allocation of the global allocator with the layout of
     // `capacity` slots, which is the layout `Box<[Slot<T>]>` frees with; all-zero bytes are a
@@ -464,13 +460,18 @@ fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
 fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
     let mut slots = Vec::new();
     if slots.try_reserve_exact(capacity).is_err() {
-        return Err(ChannelError::OutOfMemory {
-            capacity,
-            bytes: capacity.saturating_mul(core::mem::size_of::<Slot<T>>()),
-        });
+        return Err(out_of_memory::<T>(capacity));
     }
     slots.extend((0..capacity).map(|_| Slot::new()));
     Ok(slots.into_boxed_slice())
+}
+
+/// The error for `capacity` slots the allocator refused.
+fn out_of_memory<T>(capacity: usize) -> ChannelError {
+    ChannelError::OutOfMemory {
+        capacity,
+        bytes: capacity.saturating_mul(core::mem::size_of::<Slot<T>>()),
+    }
 }
 
 /// Why a queue could not be created.
