@@ -69,8 +69,9 @@
 //!   delayed-free list, a `pthread` key destructor at thread exit, and purging after a delay.
 //! - **elfmalloc** (the allocators-rs project; the seed `rust-alloc-trait-elfmalloc-post.txt`
 //!   and its Vec workloads): empty pages shared between threads through a Bagpipe, a *dirty*
-//!   one and a *clean* (purged) one. Unlike elfmalloc, only empty pages enter it, so neither
-//!   its revocation nor its bail-out is needed (see the `pool` module and
+//!   one and a *clean* (purged) one, taken from with the Bagpipe's bail-out (after a few
+//!   lost races a thread takes the next source, fresh memory last). Unlike elfmalloc, only
+//!   empty pages enter it, so its revocation is not needed (see the `pool` module and
 //!   `docs/notes/alloc-design.md`).
 //! - **Treiber's stack**: each pipe of that Bagpipe, its top a generation-tagged index against
 //!   ABA (`pitlane_sync::TaggedIndex`), and a heap's delayed list, which needs no tag since its

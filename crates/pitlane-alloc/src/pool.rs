@@ -18,7 +18,11 @@
 //!   empty top.
 //!
 //! The Bagpipe walks its pipes (twice the CPUs, rounded up to a power of two) from a per-thread
-//! position; a pop that finds every pipe empty falls back to a never-used page. The Bagpipe
+//! position. Taking a page uses the Bagpipe's bail-out ([`Bagpipe::pop_bounded`]): a pop that
+//! finds every pipe empty, or has lost as many races as there are pipes, gives up, and the
+//! next source serves (dirty pages, then clean ones, then a never-used page). Giving a page
+//! back walks until a pipe takes it: the page has nowhere else to go, and a push loses a race
+//! only to another thread's success. The Bagpipe
 //! itself is built once, on the allocator's first use; its array of pipes is the one
 //! allocation the allocator makes through the global allocator, and while it is being built
 //! (possibly by a nested call into this very allocator) pages go to and come from a single
@@ -169,12 +173,19 @@ fn pool() -> Option<&'static Pool> {
 
 /// Takes a free page: a dirty one, else a clean (purged) one, else a never-used one. The
 /// page's memory may hold old contents (dirty) or zeroes.
+///
+/// Each Bagpipe pop bails out (the seed's bail-out) after as many lost races as the Bagpipe
+/// has pipes, and the next source serves instead: a thread that keeps losing to others, or
+/// keeps being preempted mid-attempt, takes memory elsewhere rather than wait on a contended
+/// pool. A lost race means another thread's push or pop succeeded, so the pages it passed
+/// over are still there for later pops.
 pub(crate) fn acquire() -> Option<NonNull<Page>> {
     if let Some(pool) = pool() {
-        if let Some(number) = pool.dirty.pop() {
+        let give_up_after = pool.dirty.pipe_count();
+        if let Ok(number) = pool.dirty.pop_bounded(give_up_after) {
             return NonNull::new(segment::page_by_number(number));
         }
-        if let Some(number) = pool.clean.pop() {
+        if let Ok(number) = pool.clean.pop_bounded(give_up_after) {
             Counters::get()
                 .purged
                 .fetch_sub(PAGE_SIZE, Ordering::Relaxed);

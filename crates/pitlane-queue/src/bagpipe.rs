@@ -46,13 +46,15 @@
 //!
 //! - [`Bagpipe::try_push`] visits each pipe at most once and fails only if every pipe's
 //!   `try_push` failed (each lost a race). [`Bagpipe::push`] keeps walking until a pipe takes
-//!   the item. [`Handle::push_bounded`] gives up after a number of transient failures, so that
-//!   a caller such as an allocator can fall back to another source.
+//!   the item. [`Bagpipe::push_bounded`] and [`Handle::push_bounded`] give up after a number of
+//!   transient failures (the seed's *bail-out*), so that a caller such as an allocator can fall
+//!   back to another source.
 //! - [`Bagpipe::try_pop`] visits each pipe at most once: an item if some pipe gave one,
 //!   [`PopError::Empty`] only if every pipe reported empty, otherwise
 //!   [`PopError::Transient`]. [`Bagpipe::pop`] keeps walking and returns `None` only after
-//!   `pipes.len()` consecutive pipes reported empty. [`Handle::pop_bounded`] also gives up
-//!   (with `Transient`) after a number of transient failures.
+//!   `pipes.len()` consecutive pipes reported empty. [`Bagpipe::pop_bounded`] and
+//!   [`Handle::pop_bounded`] also give up (with `Transient`) after a number of transient
+//!   failures.
 //!
 //! # Guarantees, and the ordering it does not give
 //!
@@ -501,6 +503,69 @@ impl<B: WeakBag> Bagpipe<B> {
                     self.pipes[i].try_pop_seated(seat)
                 })
                 .ok()
+            },
+        )
+    }
+
+    /// The bail-out push: walks until a pipe takes `item`, `give_up_after` attempts have lost
+    /// races (0 counts as 1; then [`PushError::Transient`]), or every pipe was full in a row
+    /// ([`PushError::Full`]), and then hands the item back, so that a caller with somewhere
+    /// else to go (an allocator's fresh memory) need not wait on contended pipes. It walks as
+    /// [`push`](Self::push) does, from the calling thread's position; [`Handle::push_bounded`]
+    /// is the same on a handle's walk.
+    ///
+    /// ```
+    /// use pitlane_queue::{bagpipe::Bagpipe, stack::Stack};
+    ///
+    /// let bag: Bagpipe<Stack<u32>> = Bagpipe::new();
+    /// // Alone, no attempt loses a race: the push goes in whatever the budget.
+    /// assert_eq!(bag.push_bounded(3, 0), Ok(()));
+    /// assert_eq!(bag.pop(), Some(3));
+    /// ```
+    #[inline]
+    pub fn push_bounded(
+        &self,
+        item: B::Item,
+        give_up_after: usize,
+    ) -> Result<(), PushError<B::Item>> {
+        self.plain(
+            item,
+            |walk, item| {
+                self.push_walk(walk, item, give_up_after, |i, item| {
+                    self.pipes[i].try_push(item)
+                })
+            },
+            |walk, seat, item| {
+                self.push_walk(walk, item, give_up_after, move |i, item| {
+                    self.pipes[i].try_push_seated(seat, item)
+                })
+            },
+        )
+    }
+
+    /// The bail-out pop: walks until an item comes, `pipe_count()` consecutive pipes report
+    /// empty ([`PopError::Empty`]), or `give_up_after` attempts have lost races
+    /// ([`PopError::Transient`]; 0 counts as 1), so that a caller with a fallback can take it
+    /// instead of waiting on contended pipes. It walks as [`pop`](Self::pop) does;
+    /// [`Handle::pop_bounded`] is the same on a handle's walk.
+    ///
+    /// ```
+    /// use pitlane_queue::{PopError, bagpipe::Bagpipe, mpmc::Queue};
+    ///
+    /// let bag: Bagpipe<Queue<u32>> = Bagpipe::new();
+    /// assert_eq!(bag.pop_bounded(4), Err(PopError::Empty));
+    /// bag.push(9);
+    /// assert_eq!(bag.pop_bounded(4), Ok(9));
+    /// ```
+    #[inline]
+    pub fn pop_bounded(&self, give_up_after: usize) -> Result<B::Item, PopError> {
+        self.plain(
+            (),
+            |walk, ()| self.pop_walk(walk, give_up_after, |i| self.pipes[i].try_pop()),
+            |walk, seat, ()| {
+                self.pop_walk(walk, give_up_after, move |i| {
+                    self.pipes[i].try_pop_seated(seat)
+                })
             },
         )
     }

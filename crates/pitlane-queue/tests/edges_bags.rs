@@ -1,7 +1,7 @@
 //! Edge parameters of the bags: Bagpipe pipe counts at and past their limits (0, 1,
-//! `MAX_PIPES`, `MAX_PIPES + 1`, `usize::MAX`), the bounded push and pop of a Bagpipe handle
-//! with budgets 0, 1 and `usize::MAX` (alone, against a full Bagpipe of stacks, and under
-//! contention, where a lost race must hand the item back whole), and queues of one-cell
+//! `MAX_PIPES`, `MAX_PIPES + 1`, `usize::MAX`), the bounded push and pop of a Bagpipe and of
+//! its handles with budgets 0, 1 and `usize::MAX` (alone, against a full Bagpipe of stacks,
+//! and under contention, where a lost race must hand the item back whole), and queues of one-cell
 //! segments, where every push links a segment and every pop retires one.
 #![cfg(not(pitlane_loom))]
 
@@ -117,6 +117,19 @@ fn bounded_operations_alone_with_every_budget() {
         let other = bag.handle();
         other.push(77);
         assert_eq!(handle.pop_bounded(0), Ok(77));
+        // The same through the Bagpipe's own bounded calls (the thread's walk, no handle).
+        for budget in [0, 1, 2, usize::MAX] {
+            assert_eq!(bag.pop_bounded(budget), Err(PopError::Empty));
+            for i in 0..10 {
+                assert_eq!(bag.push_bounded(i, budget), Ok(()));
+            }
+            let mut got: Vec<usize> = (0..10).map(|_| bag.pop_bounded(budget).unwrap()).collect();
+            got.sort_unstable();
+            assert_eq!(got, (0..10).collect::<Vec<_>>());
+            assert_eq!(bag.pop_bounded(budget), Err(PopError::Empty));
+        }
+        other.push(78);
+        assert_eq!(bag.pop_bounded(0), Ok(78));
     }
 }
 
@@ -129,6 +142,7 @@ fn a_full_bagpipe_of_stacks_says_full_and_push_panics() {
     }
     for budget in [0, 1, usize::MAX] {
         assert_eq!(handle.push_bounded(7, budget), Err(PushError::Full(7)));
+        assert_eq!(bag.push_bounded(7, budget), Err(PushError::Full(7)));
     }
     assert_eq!(handle.try_push(8), Err(PushError::Full(8)));
     assert_eq!(bag.try_push(9), Err(PushError::Full(9)));
@@ -148,11 +162,20 @@ fn bounded_operations_under_contention_hand_items_back_whole() {
     let bag = Bagpipe::<Stack<Counted<'_>>>::with_pipes(2).unwrap();
     let (handed_back, popped) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let kept: Vec<Vec<Counted<'_>>> = run_threads(THREADS, |t| {
-        let handle = bag.handle();
+        // Odd threads call the Bagpipe's own bounded operations, even ones a handle's.
+        let handle = (t % 2 == 0).then(|| bag.handle());
+        let push = |item, budget| match &handle {
+            Some(handle) => handle.push_bounded(item, budget),
+            None => bag.push_bounded(item, budget),
+        };
+        let pop = |budget| match &handle {
+            Some(handle) => handle.pop_bounded(budget),
+            None => bag.pop_bounded(budget),
+        };
         let mut fallback = Vec::new();
         for i in 0..PER_THREAD {
             let id = t * PER_THREAD + i;
-            match handle.push_bounded(Counted::new(id, &drops), i % 2) {
+            match push(Counted::new(id, &drops), i % 2) {
                 Ok(()) => {}
                 Err(PushError::Transient(item)) => {
                     assert_eq!(item.id, id, "the very item comes back");
@@ -161,7 +184,7 @@ fn bounded_operations_under_contention_hand_items_back_whole() {
                 }
                 Err(PushError::Full(_)) => panic!("a stack far from full said Full"),
             }
-            match handle.pop_bounded(i % 3) {
+            match pop(i % 3) {
                 Ok(item) => {
                     assert!(item.id < THREADS * PER_THREAD);
                     popped.fetch_add(1, Ordering::Relaxed);

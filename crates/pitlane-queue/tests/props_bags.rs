@@ -89,6 +89,14 @@ trait Subject: WeakBag<Item = Item> + IntoIterator<Item = Item> + fmt::Debug {
     fn inherent_try_push(&self, item: Item) -> Result<(), PushError<Item>>;
     fn inherent_pop(&self) -> Option<Item>;
     fn inherent_try_pop(&self) -> Result<Item, PopError>;
+    /// A Bagpipe's own `push_bounded`; `try_push` elsewhere.
+    fn inherent_bounded_push(&self, item: Item, _budget: usize) -> Result<(), PushError<Item>> {
+        self.inherent_try_push(item)
+    }
+    /// A Bagpipe's own `pop_bounded`; `try_pop` elsewhere.
+    fn inherent_bounded_pop(&self, _budget: usize) -> Result<Item, PopError> {
+        self.inherent_try_pop()
+    }
     /// A Bagpipe handle's `push_bounded`; a plain handle push elsewhere.
     fn bounded_push<'a>(
         handle: &Self::Handle<'a>,
@@ -160,6 +168,12 @@ macro_rules! bagpipe_subject {
                 self.size_guess() == 0
             }
             inherent!();
+            fn inherent_bounded_push(&self, item: Item, budget: usize) -> Result<(), PushError<Item>> {
+                self.push_bounded(item, budget)
+            }
+            fn inherent_bounded_pop(&self, budget: usize) -> Result<Item, PopError> {
+                self.pop_bounded(budget)
+            }
             fn bounded_push<'a>(
                 handle: &Self::Handle<'a>,
                 item: Item,
@@ -207,7 +221,7 @@ enum Op {
     MakeHandle(usize),
     DropHandle(usize),
     Release(usize),
-    /// Through the handle (or the bag's `push` without one).
+    /// Through the handle, or without one the bag's own bounded call (a Bagpipe's) or `try_*`.
     PushBounded(usize, usize),
     PopBounded(usize, usize),
     Debug,
@@ -378,7 +392,7 @@ impl<'b, B: Subject + 'b> Run<'b, B> {
                 let item = self.fresh();
                 let result = match &self.handles[h] {
                     Some(handle) => B::bounded_push(handle, item, budget),
-                    None => self.bag.inherent_try_push(item),
+                    None => self.bag.inherent_bounded_push(item, budget),
                 };
                 if let Err(error) = result {
                     let error = format!("{error:?}");
@@ -391,7 +405,7 @@ impl<'b, B: Subject + 'b> Run<'b, B> {
             Op::PopBounded(h, budget) => {
                 let result = match &self.handles[h] {
                     Some(handle) => B::bounded_pop(handle, budget),
-                    None => self.bag.inherent_try_pop(),
+                    None => self.bag.inherent_bounded_pop(budget),
                 };
                 self.popped(result)?;
             }
