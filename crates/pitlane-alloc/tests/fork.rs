@@ -2,6 +2,10 @@
 
 use pitlane_alloc::PitlaneAlloc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use pitlane_testkit::child::wait_for_child;
+use pitlane_testkit::stress::run_threads;
 
 // Under `--cfg pitlane_alloc_global` the workspace-wide `#[global_allocator]` serves instead.
 #[cfg_attr(not(pitlane_alloc_global), global_allocator)]
@@ -37,26 +41,31 @@ fn the_child_of_a_fork_during_allocation_can_allocate() {
                 }
             });
         }
-        for _ in 0..10 {
+        let forks = (0..10).try_for_each(|_| {
             // SAFETY: the child only allocates, runs threads and exits with `_exit`.
             let pid = unsafe { libc::fork() };
-            assert!(pid >= 0, "fork failed");
+            if pid < 0 {
+                return Err("fork failed".to_string());
+            }
             if pid == 0 {
                 let ok = std::panic::catch_unwind(|| {
                     let here = churn(7);
-                    let there = std::thread::spawn(|| churn(8)).join().unwrap();
+                    // A POSIX thread: `std::thread::spawn`'s start takes a process-wide
+                    // lock of the standard library that the fork may have left held (see
+                    // `pitlane_testkit::child`).
+                    let there = run_threads(1, |_| churn(8))[0];
                     here > 0 && there > 0
                 });
                 // SAFETY: ends the child without running the parent's test harness.
                 unsafe { libc::_exit(if matches!(ok, Ok(true)) { 0 } else { 1 }) };
             }
-            let mut status = 0;
-            // SAFETY: waits for our own child.
-            let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-            assert_eq!(waited, pid);
-            assert!(libc::WIFEXITED(status), "child died: status {status}");
-            assert_eq!(libc::WEXITSTATUS(status), 0, "child failed");
-        }
+            wait_for_child(pid, Duration::from_secs(120))
+        });
+        // The workers stop whatever happened, so that a failure ends the test instead of
+        // leaving the scope waiting for them.
         stop.store(true, Ordering::Relaxed);
+        if let Err(failure) = forks {
+            panic!("the child of a fork failed: {failure}");
+        }
     });
 }

@@ -7,8 +7,12 @@ use std::alloc::Layout;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
+use std::time::Duration;
+
 use allocator_api2::alloc::Allocator;
 use pitlane_alloc::{Heap, PitlaneAlloc};
+use pitlane_testkit::child::wait_for_child;
+use pitlane_testkit::stress::run_threads;
 
 const A: PitlaneAlloc = PitlaneAlloc::new();
 
@@ -69,12 +73,12 @@ fn child_work() -> bool {
     for _ in 0..5000 {
         ok &= step(&mut x);
     }
-    ok &= std::thread::spawn(|| {
+    // A POSIX thread, not `std::thread::spawn`, whose start takes a process-wide lock of the
+    // standard library that the fork may have left held (see `pitlane_testkit::child`).
+    ok &= run_threads(1, |_| {
         let mut x = 77u64;
         (0..5000).all(|_| step(&mut x))
-    })
-    .join()
-    .unwrap_or(false);
+    }) == [true];
     let heap = Heap::new();
     let mut v = allocator_api2::vec::Vec::new_in(&heap);
     v.extend(0..200_000u64);
@@ -85,12 +89,8 @@ fn child_work() -> bool {
     ok
 }
 
-fn wait(pid: libc::pid_t) -> bool {
-    let mut status = 0;
-    // SAFETY: waits for our own child.
-    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-    waited == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
-}
+/// How long a child (or grandchild) may take before it counts as stuck.
+const CHILD_LIMIT: Duration = Duration::from_secs(120);
 
 #[test]
 fn the_child_of_a_fork_among_busy_threads_frees_their_blocks_and_works() {
@@ -122,11 +122,13 @@ fn the_child_of_a_fork_among_busy_threads_frees_their_blocks_and_works() {
                 }
             });
         }
-        for _ in 0..40 {
-            std::thread::sleep(std::time::Duration::from_millis(5));
+        let forks = (0..40).try_for_each(|_| {
+            std::thread::sleep(Duration::from_millis(5));
             // SAFETY: the child uses the allocator and threads, then leaves with `_exit`.
             let pid = unsafe { libc::fork() };
-            assert!(pid >= 0, "fork failed");
+            if pid < 0 {
+                return Err("fork failed".to_string());
+            }
             if pid == 0 {
                 let ok = std::panic::catch_unwind(|| {
                     let mut ok = child_work();
@@ -137,15 +139,20 @@ fn the_child_of_a_fork_among_busy_threads_frees_their_blocks_and_works() {
                         // SAFETY: ends the grandchild without the harness.
                         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
                     }
-                    ok &= grandchild > 0 && wait(grandchild);
+                    ok &= grandchild > 0 && wait_for_child(grandchild, CHILD_LIMIT).is_ok();
                     ok
                 });
                 // SAFETY: ends the child without running the parent's test harness.
                 unsafe { libc::_exit(if matches!(ok, Ok(true)) { 0 } else { 1 }) };
             }
-            assert!(wait(pid), "the child of a fork failed");
-        }
+            wait_for_child(pid, CHILD_LIMIT)
+        });
+        // The workers stop whatever happened, so that a failure ends the test instead of
+        // leaving the scope waiting for them.
         stop.store(true, Ordering::Relaxed);
+        if let Err(failure) = forks {
+            panic!("the child of a fork failed: {failure}");
+        }
     });
     for (i, slot) in SLOTS.iter().enumerate() {
         let p = slot.swap(ptr::null_mut(), Ordering::AcqRel);

@@ -4,7 +4,8 @@
 //! a dev-dependency for their tests, and `pitlane-bench` uses it for its suites.
 //!
 //! - [`stress`]: POSIX threads for stress tests, so that ThreadSanitizer sees how a test hands
-//!   data to its threads and back.
+//!   data to its threads and back (and for threads in a forked child: see [`child`]).
+//! - [`child`]: waiting for a forked child with a deadline.
 //! - [`drops`]: values that count their drops.
 //! - [`memory`]: the process's address space, and a limit on it (Linux).
 //! - [`pages`]: revocable pages for the revocation tests of the bags.
@@ -22,6 +23,8 @@ pub mod memory;
 #[cfg(not(pitlane_loom))]
 pub mod pages;
 
+#[cfg(unix)]
+pub mod child;
 #[cfg(unix)]
 pub mod stress;
 pub mod wakers;

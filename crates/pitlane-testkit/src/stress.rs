@@ -7,6 +7,10 @@
 //! `pthread_join`, both of which ThreadSanitizer intercepts, so the only synchronisation it has
 //! to reason about is the structure under test and these two calls.
 //!
+//! The same threads are the ones to start in a child of a multi-threaded `fork`: they take
+//! none of the standard library's process-wide locks, which the fork may have left held (see
+//! [`child`](crate::child)).
+//!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //!
