@@ -253,14 +253,15 @@ fn recover_on_a_busy_slab_takes_nothing_from_live_threads() {
                 }
             });
         }
-        let mut reclaimed = 0;
-        for _ in 0..50 {
-            reclaimed += other.recover().unwrap().reclaimed;
-        }
+        let recovered: Result<Vec<u32>, _> = (0..50)
+            .map(|_| other.recover().map(|report| report.reclaimed))
+            .collect();
+        // The workers stop whatever happened, so that a failed recovery ends the test
+        // instead of leaving the scope waiting for them.
         stop.store(true, Ordering::Relaxed);
-        reclaimed
+        recovered
     });
-    assert_eq!(reclaimed, 5);
+    assert_eq!(reclaimed.unwrap().iter().sum::<u32>(), 5);
     let report = slab.check();
     assert!(report.is_consistent(), "{report}");
     assert_eq!(report.owned, 0, "{report}");
