@@ -93,7 +93,10 @@
 //!   larger ones get a mapping aligned to them.
 //! - `realloc` stays in place when the old and new sizes share a class, and for large blocks
 //!   when the mapping has room; large blocks grow with `mremap`.
-//! - `fork()` leaves a working allocator in the child.
+//! - `fork()` leaves a working allocator in the child. (The standard library is another
+//!   matter: in the child of a threaded process, `std::thread::spawn` can block forever on a
+//!   lock of std's own that another thread held at the fork, whatever the allocator; this
+//!   crate's fork tests start their threads in the child with `pthread_create`.)
 //! - Zero-sized requests through [`Allocator`] get a dangling, aligned pointer and no memory;
 //!   through `GlobalAlloc` (where they are not allowed) a real block (8 bytes at alignments up
 //!   to 8), `realloc` to and from size 0 included.
