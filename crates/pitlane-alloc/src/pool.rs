@@ -19,14 +19,13 @@
 //!
 //! The Bagpipe walks its pipes (twice the CPUs, rounded up to a power of two) from a per-thread
 //! position. Taking a page uses the Bagpipe's bail-out ([`Bagpipe::pop_bounded`]): a pop that
-//! finds every pipe empty, or has lost as many races as there are pipes, gives up, and the
-//! next source serves (dirty pages, then clean ones, then a never-used page). Giving a page
-//! back walks until a pipe takes it: the page has nowhere else to go, and a push loses a race
-//! only to another thread's success. The Bagpipe
-//! itself is built once, on the allocator's first use; its array of pipes is the one
-//! allocation the allocator makes through the global allocator, and while it is being built
-//! (possibly by a nested call into this very allocator) pages go to and come from a single
-//! boot [`PageStack`] instead.
+//! finds every pipe empty, or has lost as many races as there are pipes, gives up, and the next
+//! source serves (dirty pages, then clean ones, then a never-used page). Giving a page back
+//! walks until a pipe takes it: the page has nowhere else to go, and a push loses a race only
+//! to another thread's success. The Bagpipe itself is built once, on the allocator's first use;
+//! its array of pipes is the one allocation the allocator makes through the global allocator,
+//! and while it is being built (possibly by a nested call into this very allocator) pages go to
+//! and come from a single boot [`PageStack`] instead.
 //!
 //! No revocation is used: a page enters the pool only when it holds no block, and leaves it
 //! only through a pop, so nothing ever needs to be pulled out of the middle of a pipe.

@@ -6,7 +6,6 @@
 use std::alloc::Layout;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
-
 use std::time::Duration;
 
 use allocator_api2::alloc::Allocator;

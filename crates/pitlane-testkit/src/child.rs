@@ -50,10 +50,11 @@ pub fn wait_for_child(pid: libc::pid_t, limit: Duration) -> Result<(), String> {
             };
         }
         if waited == -1 {
-            return Err(format!(
-                "waitpid({pid}) failed: {}",
-                std::io::Error::last_os_error()
-            ));
+            let error = std::io::Error::last_os_error();
+            if error.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("waitpid({pid}) failed: {error}"));
         }
         if started.elapsed() > limit {
             // SAFETY: signals and reaps our own child.
