@@ -11,6 +11,7 @@
 use loom::sync::Arc;
 use loom::thread;
 
+use pitlane_queue::PushError;
 use pitlane_queue::bagpipe::Bagpipe;
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
@@ -161,6 +162,38 @@ fn pops_skip_a_revoked_cell_while_another_pop_races() {
             assert_eq!(got, Some(1));
             assert_eq!(rest, [2]);
         }
+    });
+}
+
+/// The plain bounded calls (`Bagpipe::push_bounded`, `pop_bounded`: the bail-out without a
+/// handle, walking from the thread's own position) against a plain push and pop: an item
+/// handed back by a bounded push that gave up, and anything left in the pipes, account for
+/// every value exactly once.
+#[test]
+fn plain_bounded_calls_walking_two_pipes_lose_nothing() {
+    loom::model(|| {
+        let bag = Arc::new(Bagpipe::<Queue<usize, 2>>::with_pipes(2).unwrap());
+        let other = {
+            let bag = bag.clone();
+            thread::spawn(move || {
+                let handed_back = bag.push_bounded(1, 1).err().map(PushError::into_inner);
+                (handed_back, bag.pop_bounded(2).ok())
+            })
+        };
+        let mine = {
+            let bag = bag.clone();
+            thread::spawn(move || {
+                bag.push(2);
+                bag.try_pop().ok()
+            })
+        };
+        let (handed_back, theirs) = other.join().unwrap();
+        let mine = mine.join().unwrap();
+        let mut all: Vec<usize> = mine.into_iter().chain(theirs).chain(handed_back).collect();
+        all.extend(std::iter::from_fn(|| bag.pop()));
+        all.sort_unstable();
+        assert_eq!(all, [1, 2]);
+        assert_eq!(bag.size_guess(), 0);
     });
 }
 
