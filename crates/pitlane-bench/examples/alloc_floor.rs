@@ -110,7 +110,10 @@ impl Floor {
     /// A new block of `layout` on top of the calling thread's stack.
     fn push(region: &Region, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         let base = region.base.get();
-        let start = (base.addr() + region.top.get()).next_multiple_of(layout.align()) - base.addr();
+        let start = (base.addr() + region.top.get())
+            .checked_next_multiple_of(layout.align())
+            .ok_or(AllocError)?
+            - base.addr();
         let end = start.checked_add(layout.size()).ok_or(AllocError)?;
         if end > REGION {
             return Err(AllocError);
@@ -128,11 +131,12 @@ impl Floor {
     }
 }
 
-// SAFETY: blocks come from a region that lives until its thread exits, and are distinct while
-// allocated: a block's bytes are reused only after it was freed as the newest block of its
-// region (or, in place, by its own growth). The workloads run here free every block before
-// its thread exits, and the main thread's blocks (cache_scratch's first objects) live in the
-// main thread's region, which outlives every pass.
+// SAFETY: blocks come from regions that are never freed, and are distinct while allocated: a
+// block's bytes are reused only after it was freed as the newest block of its region (or, in
+// place, by its own growth), or once its thread has exited and its region has gone to another
+// thread. The workloads run here free every block a worker allocates before the worker exits,
+// and the main thread's blocks (cache_scratch's first objects) live in the main thread's
+// region, which no other thread ever takes.
 unsafe impl Allocator for Floor {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
@@ -166,8 +170,9 @@ unsafe impl Allocator for Floor {
                 return Ok(NonNull::slice_from_raw_parts(ptr, new.size()));
             }
             let fresh = Self::push(region, new)?;
-            // SAFETY: `ptr` holds `old.size()` bytes, `fresh` at least as many, and they do not
-            // overlap (`fresh` lies above the newest block, which `ptr` is not, or is below).
+            // SAFETY: `ptr` holds `old.size()` bytes and `fresh` at least as many; they do not
+            // overlap: `fresh` starts at or above the region's old top, where every block of
+            // this region ends (or `ptr` lies in another thread's region).
             unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.cast().as_ptr(), old.size()) };
             Ok(fresh)
         })
