@@ -477,7 +477,7 @@ impl<T> Stack<T> {
     /// stack.push(2);
     /// assert_eq!(stack.pop(), Some(2));
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn push(&self, item: T) {
         match self.seat_cache() {
             // SAFETY: as in `try_push`.
@@ -503,6 +503,21 @@ impl<T> Stack<T> {
             // SAFETY: as in `try_push`.
             Some(cache) => self.try_pop_in(unsafe { cache.own() }),
             None => self.try_pop_shared(),
+        }
+    }
+
+    /// [`pop`](Self::pop), recycling through `cache`: the loop of
+    /// [`retry_pop`](crate::weak_bag::retry_pop) written out, so that the whole pop is
+    /// compiled into its caller (a closure passed to `retry_pop` was left out of line).
+    #[inline(always)]
+    fn pop_in(&self, cache: Cache<'_>) -> Option<T> {
+        let pause = RetryPause::new();
+        loop {
+            match self.try_pop_in(cache) {
+                Ok(item) => return Some(item),
+                Err(PopError::Empty) => return None,
+                Err(PopError::Transient) => pause.pause(),
+            }
         }
     }
 
@@ -562,9 +577,15 @@ impl<T> Stack<T> {
     /// assert_eq!(stack.pop(), Some("only"));
     /// assert_eq!(stack.pop(), None);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn pop(&self) -> Option<T> {
-        WeakBag::pop(self)
+        match self.seat_cache() {
+            Some(cache) => {
+                // SAFETY: as in `try_push`.
+                self.pop_in(unsafe { cache.own() })
+            }
+            None => self.pop_shared(),
+        }
     }
 
     /// How many items the stack holds: a snapshot, exact when no operation is in flight. A
@@ -834,6 +855,14 @@ impl<T> Stack<T> {
     #[inline(never)]
     fn try_push_shared(&self, item: T) -> Result<(), PushError<T>> {
         self.try_push_tagged(item, FULL, Cache::Shared)
+    }
+
+    /// [`pop`](Self::pop) of a thread without a seat, as in
+    /// [`push_shared`](Self::push_shared).
+    #[cold]
+    #[inline(never)]
+    fn pop_shared(&self) -> Option<T> {
+        self.pop_in(Cache::Shared)
     }
 
     /// [`try_pop`](Self::try_pop) of a thread without a seat, as in
@@ -1156,7 +1185,7 @@ impl<T> Handle<'_, T> {
     /// stack.handle().push(1);
     /// assert_eq!(stack.pop(), Some(1));
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn push(&self, item: T) {
         self.stack.push_tagged(item, FULL, self.cache())
     }
@@ -1351,9 +1380,14 @@ impl<T> WeakBag for Stack<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&self, item: T) {
         Stack::push(self, item)
+    }
+
+    #[inline(always)]
+    fn pop(&self) -> Option<T> {
+        Stack::pop(self)
     }
 
     fn size_guess(&self) -> usize {

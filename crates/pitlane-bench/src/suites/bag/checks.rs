@@ -13,7 +13,7 @@ pub(super) struct Tally {
 }
 
 impl Tally {
-    #[inline]
+    #[inline(always)]
     pub(super) fn add(&mut self, item: u64) {
         self.count += 1;
         self.sum = self.sum.wrapping_add(item);
@@ -28,7 +28,7 @@ impl Tally {
 }
 
 /// SplitMix64's finalizer.
-#[inline]
+#[inline(always)]
 pub(super) fn mix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -54,7 +54,7 @@ impl OrderCheck {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn see(&mut self, item: u64) -> Result<(), String> {
         if !self.enabled {
             return Ok(());

@@ -27,23 +27,23 @@ pub(super) trait Worker {
 }
 
 impl<W: Worker> Worker for &W {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         (**self).try_push(item)
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         (**self).try_pop()
     }
 }
 
 impl<B: pitlane_queue::WeakBag<Item = u64>> Worker for bagpipe::Handle<'_, B> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.push(item);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.pop()
     }
@@ -74,12 +74,12 @@ impl BagSubject for Bagpipe<Stack<u64>> {
 }
 
 impl Worker for mpmc::Handle<'_, u64> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.push(item);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.pop()
     }
@@ -98,12 +98,12 @@ impl BagSubject for mpmc::Queue<u64> {
 }
 
 impl Worker for pitlane_queue::stack::Handle<'_, u64> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.push(item);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.pop()
     }
@@ -122,12 +122,12 @@ impl BagSubject for Stack<u64> {
 }
 
 impl Worker for crossbeam_queue::SegQueue<u64> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.push(item);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.pop()
     }
@@ -146,11 +146,11 @@ impl BagSubject for crossbeam_queue::SegQueue<u64> {
 }
 
 impl Worker for crossbeam_queue::ArrayQueue<u64> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.push(item)
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.pop()
     }
@@ -173,12 +173,12 @@ impl BagSubject for crossbeam_queue::ArrayQueue<u64> {
 pub(super) struct Plain<B>(B);
 
 impl<B: pitlane_queue::WeakBag<Item = u64>> Worker for Plain<B> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.0.push(item);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.0.pop()
     }
@@ -213,11 +213,11 @@ pub(super) struct BoundedConcurrentQueue(concurrent_queue::ConcurrentQueue<u64>)
 pub(super) struct UnboundedConcurrentQueue(concurrent_queue::ConcurrentQueue<u64>);
 
 impl Worker for concurrent_queue::ConcurrentQueue<u64> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.push(item).map_err(|e| e.into_inner())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.pop().ok()
     }
@@ -248,14 +248,14 @@ impl BagSubject for UnboundedConcurrentQueue {
 }
 
 impl Worker for std::sync::Mutex<VecDeque<u64>> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.lock()
             .unwrap_or_else(|e| e.into_inner())
             .push_back(item);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
     }
@@ -274,12 +274,12 @@ impl BagSubject for std::sync::Mutex<VecDeque<u64>> {
 }
 
 impl Worker for parking_lot::Mutex<VecDeque<u64>> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.lock().push_back(item);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.lock().pop_front()
     }
@@ -298,12 +298,12 @@ impl BagSubject for parking_lot::Mutex<VecDeque<u64>> {
 }
 
 impl Worker for parking_lot::Mutex<Vec<u64>> {
-    #[inline]
+    #[inline(always)]
     fn try_push(&self, item: u64) -> Result<(), u64> {
         self.lock().push(item);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn try_pop(&self) -> Option<u64> {
         self.lock().pop()
     }

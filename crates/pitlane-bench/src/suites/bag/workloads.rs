@@ -4,7 +4,7 @@
 use super::*;
 
 /// Pushes, retrying a full or contended structure (spinning, then yielding now and then).
-#[inline]
+#[inline(always)]
 pub(super) fn push_until_done(worker: &impl Worker, item: u64) {
     let mut item = item;
     let mut spins = 0;
@@ -121,7 +121,7 @@ pub(super) fn pairs_run<S: BagSubject>(
 
 /// Pops until an item comes. This thread's own push is not popped yet, so the structure is
 /// not empty: a miss is a lost race (or a Bagpipe's walk passing an item by), and is retried.
-#[inline]
+#[inline(always)]
 pub(super) fn pop_until_got(worker: &impl Worker) -> u64 {
     let mut misses = 0_u32;
     loop {
