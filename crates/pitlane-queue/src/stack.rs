@@ -69,10 +69,16 @@
 //! compare-and-swap has read the current word, atomically, as the load would have: the
 //! operation goes on from that word, and the wrong guess does not count as a lost race. A pop
 //! still reads the `next` of the guessed top's node afresh before its compare-and-swap, so a
-//! guess carries no more than the word itself; a guess of an empty top is never used (a pop
-//! reports empty only from a load, or from a failed compare-and-swap's read). A push needs
-//! only the word to be right: whatever made the top equal to the guess, the node it links
-//! below is the node the top names.
+//! guess carries no more than the word itself (and, when a push made it, the address of the
+//! node it names, which is a function of the index); a pop never uses a guess of an empty
+//! top (it reports empty only from a load, or from a failed compare-and-swap's read). A push
+//! needs only the word to be right, an empty one included: whatever made the top equal to
+//! the guess, the node it links below is the node the top names.
+//!
+//! A stash keeps each free node's address beside its index, so that neither a push (which
+//! takes its node from the stash) nor a pop right after a push (whose guess names the node
+//! just pushed) computes where an index lies: on one thread that took a fifth of a pair's
+//! instructions (`docs/notes/plain-calls.md`).
 //!
 //! **ABA.** A pop that read top `A` with `B` below, stalled while others popped `A` and `B` and
 //! pushed `A` again, would swing the top to the stale `B`. Here the snapshot it compares
@@ -192,7 +198,7 @@ pub struct Stack<T> {
     /// What plain calls keep per thread, indexed by the calling thread's seat (see the `seat`
     /// module): made by the seat's first plain call, used by the seat's holder alone, freed
     /// with the stack.
-    seats: [AtomicPtr<SeatCache>; SEATS],
+    seats: [AtomicPtr<SeatCache<T>>; SEATS],
     _owns: PhantomData<T>,
 }
 
@@ -257,22 +263,54 @@ impl<T> Node<T> {
 /// the same stash runs meanwhile (a handle is not `Sync`; a seat is held by one thread, and no
 /// user code runs inside these methods, so a thread never re-enters them; user code that an
 /// operation runs between them, a revoked value's `Drop`, may call them again, which is fine).
-struct Stash {
-    /// Free node indices, `nodes[..len]`.
-    nodes: UnsafeCell<[u32; STASH_CAPACITY]>,
+struct Stash<T> {
+    /// Free nodes, `nodes[..len]`.
+    nodes: UnsafeCell<[FreeNode<T>; STASH_CAPACITY]>,
     len: UnsafeCell<usize>,
     /// The top word as the stash's user last left it: the word its latest successful exchange
     /// of the top installed. Its next operation compares against this word instead of loading
     /// the top first (see "The owner's guess" in the module documentation).
     guess: UnsafeCell<TopValue>,
+    /// The node `guess` names (null when it names none), kept so that a pop whose guess is
+    /// right finds the node without computing where its index lies.
+    guess_node: UnsafeCell<*const Node<T>>,
 }
 
-impl Stash {
+/// A node of the stack, by index and by address (the address of an index never changes: the
+/// stash keeps both so that a push finds the node without computing where its index lies).
+struct FreeNode<T> {
+    index: u32,
+    node: *const Node<T>,
+}
+
+impl<T> Clone for FreeNode<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for FreeNode<T> {}
+
+impl<T> FreeNode<T> {
+    /// What an unused entry of a stash holds.
+    const NONE: Self = Self {
+        index: NIL,
+        node: ptr::null(),
+    };
+}
+
+// SAFETY: the node addresses a stash holds are of nodes of the stack it serves, which every
+// user of the stash reaches through a shared reference to that stack anyway (`Stack<T>` is
+// `Sync` for `T: Send`); moving the stash to another thread moves nothing else.
+unsafe impl<T: Send> Send for Stash<T> {}
+
+impl<T> Stash<T> {
     const fn new() -> Self {
         Self {
-            nodes: UnsafeCell::new([NIL; STASH_CAPACITY]),
+            nodes: UnsafeCell::new([FreeNode::NONE; STASH_CAPACITY]),
             len: UnsafeCell::new(0),
             guess: UnsafeCell::new(TopValue::new(NIL, 0)),
+            guess_node: UnsafeCell::new(ptr::null()),
         }
     }
 
@@ -283,21 +321,24 @@ impl Stash {
     /// No other call on this stash runs meanwhile, and the stash only ever holds nodes of
     /// `stack`.
     #[inline]
-    unsafe fn take<T>(&self, stack: &Stack<T>) -> Option<u32> {
+    unsafe fn take<'s>(&self, stack: &'s Stack<T>) -> Option<(u32, &'s Node<T>)> {
         // SAFETY: the caller gives us the stash alone for this call.
         let (nodes, len) = unsafe { (&mut *self.nodes.get(), &mut *self.len.get()) };
         if *len == 0 {
             Self::refill(nodes, len, stack)?;
         }
         *len -= 1;
-        Some(nodes[*len])
+        let free = nodes[*len];
+        // SAFETY: the stash holds only nodes of `stack` (the caller's promise), by the address
+        // `Stack::node` gave for their index; nodes live until the stack is dropped.
+        Some((free.index, unsafe { &*free.node }))
     }
 
     /// Fills the empty stash with a batch from the shared list, or with never-used nodes.
     /// `None` if neither has any.
     #[inline(never)]
-    fn refill<T>(
-        nodes: &mut [u32; STASH_CAPACITY],
+    fn refill(
+        nodes: &mut [FreeNode<T>; STASH_CAPACITY],
         len: &mut usize,
         stack: &Stack<T>,
     ) -> Option<()> {
@@ -306,9 +347,10 @@ impl Stash {
                 // The batch is ours: walk it into the stash.
                 let mut at = first;
                 while at != NIL && *len < STASH_CAPACITY {
-                    nodes[*len] = at;
+                    let node = stack.node(at);
+                    nodes[*len] = FreeNode { index: at, node };
                     *len += 1;
-                    at = stack.node(at).next.load(Ordering::Relaxed);
+                    at = node.next.load(Ordering::Relaxed);
                 }
                 if at != NIL {
                     // Batches hold at most `STASH_BATCH` nodes; should one be longer, its
@@ -319,7 +361,10 @@ impl Stash {
             None => {
                 let (first, granted) = stack.allocate_fresh(STASH_BATCH)?;
                 for (slot, index) in nodes.iter_mut().zip(first..).take(granted) {
-                    *slot = index;
+                    *slot = FreeNode {
+                        index,
+                        node: stack.node(index),
+                    };
                 }
                 *len = granted;
             }
@@ -333,7 +378,7 @@ impl Stash {
     /// # Safety
     /// As for [`take`](Self::take).
     #[inline]
-    unsafe fn keep<T>(&self, stack: &Stack<T>, index: u32) {
+    unsafe fn keep(&self, stack: &Stack<T>, index: u32, node: &Node<T>) {
         // SAFETY: the caller gives us the stash alone for this call.
         let (nodes, len) = unsafe { (&mut *self.nodes.get(), &mut *self.len.get()) };
         if *len == STASH_CAPACITY {
@@ -341,7 +386,7 @@ impl Stash {
             stack.give_nodes(&nodes[start..]);
             *len = start;
         }
-        nodes[*len] = index;
+        nodes[*len] = FreeNode { index, node };
         *len += 1;
     }
 }
@@ -349,20 +394,20 @@ impl Stash {
 /// What the plain calls of one seat's holder keep in a stack: a stash of free nodes and a
 /// tally of pushes minus pops (wrapping), which only the holder writes and [`Stack::len`]
 /// reads.
-struct SeatCache {
-    stash: Stash,
+struct SeatCache<T> {
+    stash: Stash<T>,
     tally: CachePadded<AtomicUsize>,
 }
 
 // SAFETY: the stash is used only by the thread holding the seat (see `seat`: a seat changes
 // hands through a release/acquire pair), and the tally is an atomic.
-unsafe impl Sync for SeatCache {}
+unsafe impl<T> Sync for SeatCache<T> {}
 
-impl SeatCache {
+impl<T> SeatCache<T> {
     /// # Safety
     /// The caller holds the seat of this cache.
     #[inline]
-    unsafe fn own(&self) -> Cache<'_> {
+    unsafe fn own(&self) -> Cache<'_, T> {
         Cache::Own {
             stash: &self.stash,
             tally: &self.tally,
@@ -371,16 +416,23 @@ impl SeatCache {
 }
 
 /// Where an operation takes and returns its nodes and counts itself.
-#[derive(Clone, Copy)]
-enum Cache<'s> {
+enum Cache<'s, T> {
     /// The shared free list and the shared count beside the top.
     Shared,
     /// A stash and a tally that the calling thread alone uses during the operation.
     Own {
-        stash: &'s Stash,
+        stash: &'s Stash<T>,
         tally: &'s AtomicUsize,
     },
 }
+
+impl<T> Clone for Cache<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Cache<'_, T> {}
 
 /// The chunk holding node `index`, and the node's offset in it.
 #[inline]
@@ -510,7 +562,7 @@ impl<T> Stack<T> {
     /// [`retry_pop`](crate::weak_bag::retry_pop) written out, so that the whole pop is
     /// compiled into its caller (a closure passed to `retry_pop` was left out of line).
     #[inline(always)]
-    fn pop_in(&self, cache: Cache<'_>) -> Option<T> {
+    fn pop_in(&self, cache: Cache<'_, T>) -> Option<T> {
         let pause = RetryPause::new();
         loop {
             match self.try_pop_in(cache) {
@@ -523,14 +575,12 @@ impl<T> Stack<T> {
 
     /// [`try_pop`](Self::try_pop), recycling through `cache`.
     #[inline(always)]
-    fn try_pop_in(&self, cache: Cache<'_>) -> Result<T, PopError> {
+    fn try_pop_in(&self, cache: Cache<'_, T>) -> Result<T, PopError> {
         loop {
-            let (mut top, mut guessed) = self.first_top(cache, Ordering::Acquire);
-            let node = loop {
-                if top.is_nil() {
-                    return Err(PopError::Empty);
-                }
-                let node = self.node(top.index());
+            let Some((mut top, mut node, mut guessed)) = self.pop_top(cache) else {
+                return Err(PopError::Empty);
+            };
+            loop {
                 // A stale read if the node was popped meanwhile; the CAS then fails.
                 let below = node.next.load(Ordering::Relaxed);
                 match self.top.word.compare_exchange(
@@ -540,14 +590,19 @@ impl<T> Stack<T> {
                     Ordering::Acquire,
                 ) {
                     Ok(installed) => {
-                        Self::remember(installed, cache);
-                        break node;
+                        Self::remember(installed, None, cache);
+                        break;
                     }
                     // A wrong guess is no lost race: go on from the word the CAS read.
-                    Err(now) if guessed => (top, guessed) = (now, false),
+                    Err(now) if guessed => {
+                        if now.is_nil() {
+                            return Err(PopError::Empty);
+                        }
+                        (top, node, guessed) = (now, self.node(now.index()), false);
+                    }
                     Err(_) => return Err(PopError::Transient),
                 }
-            };
+            }
             self.count(1_usize.wrapping_neg(), cache);
             // The node is ours now.
             let state = node.slot.state.load(Ordering::Acquire);
@@ -559,7 +614,7 @@ impl<T> Stack<T> {
             } else {
                 Self::take_tracked(&node.slot)
             };
-            self.recycle_in(top.index(), cache);
+            self.recycle_in(top.index(), node, cache);
             if let Some(item) = item {
                 return Ok(item);
             }
@@ -798,7 +853,7 @@ impl<T> Stack<T> {
     /// Counts a successful push (`delta` 1) or pop (`delta` −1, wrapping): in the tally of
     /// `cache`, or in the shared count beside the top.
     #[inline]
-    fn count(&self, delta: usize, cache: Cache<'_>) {
+    fn count(&self, delta: usize, cache: Cache<'_, T>) {
         match cache {
             Cache::Own { tally, .. } => {
                 // Only the owner of the tally writes it: a plain load and store.
@@ -811,28 +866,53 @@ impl<T> Stack<T> {
         }
     }
 
-    /// The top word an operation through `cache` compares against first, and whether it is
-    /// the owner's guess (`true`) or a load of the top (`false`). An empty guess is not
-    /// used, so that a pop never reports [`PopError::Empty`] from a guess.
+    /// The top word a push through `cache` compares against first, and whether it is the
+    /// owner's guess (`true`) or a load of the top (`false`). A push uses an empty guess too:
+    /// it only needs the word to be right.
     #[inline(always)]
-    fn first_top(&self, cache: Cache<'_>, order: Ordering) -> (TopValue, bool) {
+    fn push_top(&self, cache: Cache<'_, T>) -> (TopValue, bool) {
+        match cache {
+            // SAFETY: a `Cache::Own` is only made for the stash's one user (see `Stash`).
+            Cache::Own { stash, .. } => (unsafe { *stash.guess.get() }, true),
+            // Relaxed: the push reads nothing through the top it found, it only links to it.
+            Cache::Shared => (self.top.word.load(Ordering::Relaxed), false),
+        }
+    }
+
+    /// The top word a pop through `cache` compares against first, its node, and whether the
+    /// word is the owner's guess (`true`) or a load of the top (`false`); `None` if a load
+    /// found the stack empty. An empty guess is not used, so that a pop never reports
+    /// [`PopError::Empty`] from a guess; the guess's node is kept beside it when a push made
+    /// the guess (the node it pushed), and computed from the index otherwise.
+    #[inline(always)]
+    fn pop_top(&self, cache: Cache<'_, T>) -> Option<(TopValue, &Node<T>, bool)> {
         if let Cache::Own { stash, .. } = cache {
             // SAFETY: a `Cache::Own` is only made for the stash's one user (see `Stash`).
-            let guess = unsafe { *stash.guess.get() };
+            let (guess, known) = unsafe { (*stash.guess.get(), *stash.guess_node.get()) };
+            // SAFETY: a non-null `guess_node` is the address of the node `guess` names, kept
+            // by `remember`; nodes live until the stack is dropped.
+            if let Some(node) = unsafe { known.as_ref() } {
+                return Some((guess, node, true));
+            }
             if !guess.is_nil() {
-                return (guess, true);
+                return Some((guess, self.node(guess.index()), true));
             }
         }
-        (self.top.word.load(order), false)
+        let top = self.top.word.load(Ordering::Acquire);
+        (!top.is_nil()).then(|| (top, self.node(top.index()), false))
     }
 
     /// Keeps `installed`, the top word a successful exchange through `cache` just made, as
-    /// the owner's next guess.
+    /// the owner's next guess, with the node it names if the caller knows it (a push: its
+    /// own node).
     #[inline(always)]
-    fn remember(installed: TopValue, cache: Cache<'_>) {
+    fn remember(installed: TopValue, node: Option<&Node<T>>, cache: Cache<'_, T>) {
         if let Cache::Own { stash, .. } = cache {
-            // SAFETY: as in `first_top`.
-            unsafe { *stash.guess.get() = installed };
+            // SAFETY: as in `pop_top`.
+            unsafe {
+                *stash.guess.get() = installed;
+                *stash.guess_node.get() = node.map_or(ptr::null(), ptr::from_ref);
+            }
         }
     }
 
@@ -879,7 +959,7 @@ impl<T> Stack<T> {
     /// The fast path is one thread-local load, one comparison (no seat and out of bounds
     /// alike), the load of the cache and its null test; the rest is out of line.
     #[inline(always)]
-    fn seat_cache(&self) -> Option<&SeatCache> {
+    fn seat_cache(&self) -> Option<&SeatCache<T>> {
         match self.made_seat_cache(seat::as_held()) {
             Some(made) => Some(made),
             None => self.seat_cache_first(),
@@ -889,7 +969,7 @@ impl<T> Stack<T> {
     /// The cache of `seat` (the calling thread's seat as [`seat::as_held`] reads it) if the
     /// thread holds a seat and the seat has a cache here; `None` otherwise.
     #[inline(always)]
-    fn made_seat_cache(&self, seat: usize) -> Option<&SeatCache> {
+    fn made_seat_cache(&self, seat: usize) -> Option<&SeatCache<T>> {
         let cache = self.seats.get(seat)?;
         // SAFETY: published by a release store that this acquire load sees (made by this
         // thread or by an earlier holder of the seat, whose exit happens before our seat was
@@ -901,7 +981,7 @@ impl<T> Stack<T> {
     /// whose seat has no cache in this stack yet.
     #[cold]
     #[inline(never)]
-    fn seat_cache_first(&self) -> Option<&SeatCache> {
+    fn seat_cache_first(&self) -> Option<&SeatCache<T>> {
         let seat = seat::current()?;
         // SAFETY: as in `seat_cache`.
         let made = unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() };
@@ -925,7 +1005,7 @@ impl<T> Stack<T> {
 
     /// The first plain call of the holder of `seat` on this stack: make its cache.
     #[cold]
-    fn seat_cache_new(&self, seat: usize) -> &SeatCache {
+    fn seat_cache_new(&self, seat: usize) -> &SeatCache<T> {
         let cache = Box::into_raw(Box::new(SeatCache {
             stash: Stash::new(),
             tally: CachePadded::new(AtomicUsize::new(0)),
@@ -990,20 +1070,21 @@ impl<T> Stack<T> {
 
     /// A node for a push: from the stash of `cache`, or shared.
     #[inline]
-    fn allocate_in(&self, cache: Cache<'_>) -> Option<u32> {
+    fn allocate_in(&self, cache: Cache<'_, T>) -> Option<(u32, &Node<T>)> {
         match cache {
-            // SAFETY: a `Cache::Own` is only made for the stash's one user (see `Stash`).
+            // SAFETY: a `Cache::Own` is only made for the stash's one user (see `Stash`), and
+            // a stash serves one stack.
             Cache::Own { stash, .. } => unsafe { stash.take(self) },
-            Cache::Shared => self.allocate(),
+            Cache::Shared => self.allocate().map(|index| (index, self.node(index))),
         }
     }
 
     /// Gives back a node: to the stash of `cache`, or to the shared list.
     #[inline]
-    fn recycle_in(&self, index: u32, cache: Cache<'_>) {
+    fn recycle_in(&self, index: u32, node: &Node<T>, cache: Cache<'_, T>) {
         match cache {
-            // SAFETY: as in `allocate_in`.
-            Cache::Own { stash, .. } => unsafe { stash.keep(self, index) },
+            // SAFETY: as in `allocate_in`; `node` is the node at `index`.
+            Cache::Own { stash, .. } => unsafe { stash.keep(self, index, node) },
             Cache::Shared => self.recycle(index),
         }
     }
@@ -1013,11 +1094,15 @@ impl<T> Stack<T> {
     /// `Err(item)` if the stack has no node left ([`MAX_NODES`] are in use). Inlined: a call
     /// of its own cost every push a tenth of its instructions.
     #[inline(always)]
-    fn prepare(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(u32, &Node<T>, usize), T> {
-        let Some(index) = self.allocate_in(cache) else {
+    fn prepare(
+        &self,
+        item: T,
+        tag: usize,
+        cache: Cache<'_, T>,
+    ) -> Result<(u32, &Node<T>, usize), T> {
+        let Some((index, node)) = self.allocate_in(cache) else {
             return Err(item);
         };
-        let node = self.node(index);
         // SAFETY: the node came off the free list (or was never used): nobody else owns it, and
         // its value was moved out before it was recycled.
         unsafe { node.slot.write(item) };
@@ -1028,10 +1113,14 @@ impl<T> Stack<T> {
     }
 
     #[inline(always)]
-    fn try_push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) -> Result<(), PushError<T>> {
+    fn try_push_tagged(
+        &self,
+        item: T,
+        tag: usize,
+        cache: Cache<'_, T>,
+    ) -> Result<(), PushError<T>> {
         let (index, node, state) = self.prepare(item, tag, cache).map_err(PushError::Full)?;
-        // Relaxed: the push reads nothing through the top it found, it only links to it.
-        let (mut top, mut guessed) = self.first_top(cache, Ordering::Relaxed);
+        let (mut top, mut guessed) = self.push_top(cache);
         loop {
             node.next.store(top.index(), Ordering::Relaxed);
             match self
@@ -1040,7 +1129,7 @@ impl<T> Stack<T> {
                 .compare_exchange(top, index, Ordering::Release, Ordering::Relaxed)
             {
                 Ok(installed) => {
-                    Self::remember(installed, cache);
+                    Self::remember(installed, Some(node), cache);
                     self.count(1, cache);
                     return Ok(());
                 }
@@ -1059,7 +1148,7 @@ impl<T> Stack<T> {
         index: u32,
         node: &Node<T>,
         state: usize,
-        cache: Cache<'_>,
+        cache: Cache<'_, T>,
     ) -> Result<(), PushError<T>> {
         let outcome = if node
             .slot
@@ -1080,18 +1169,18 @@ impl<T> Stack<T> {
             drop(unsafe { node.slot.read() });
             Ok(())
         };
-        self.recycle_in(index, cache);
+        self.recycle_in(index, node, cache);
         outcome
     }
 
     #[inline(always)]
-    fn push_tagged(&self, item: T, tag: usize, cache: Cache<'_>) {
+    fn push_tagged(&self, item: T, tag: usize, cache: Cache<'_, T>) {
         let (index, node, _) = match self.prepare(item, tag, cache) {
             Ok(prepared) => prepared,
             Err(item) => crate::weak_bag::full(item),
         };
         // Relaxed (here and on failure): the push only links to the top it found.
-        let (mut top, mut guessed) = self.first_top(cache, Ordering::Relaxed);
+        let (mut top, mut guessed) = self.push_top(cache);
         let pause = RetryPause::new();
         loop {
             node.next.store(top.index(), Ordering::Relaxed);
@@ -1102,7 +1191,7 @@ impl<T> Stack<T> {
                 Ordering::Relaxed,
             ) {
                 Ok(installed) => {
-                    Self::remember(installed, cache);
+                    Self::remember(installed, Some(node), cache);
                     self.count(1, cache);
                     return;
                 }
@@ -1154,7 +1243,7 @@ impl<T> Stack<T> {
 pub struct Handle<'a, T> {
     stack: &'a Stack<T>,
     /// Free nodes of `stack` owned by this handle alone.
-    stash: Stash,
+    stash: Stash<T>,
     /// Where this handle counts its pushes and pops, held by it alone.
     tally: &'a Tally,
 }
@@ -1231,7 +1320,7 @@ impl<T> Handle<'_, T> {
 
     /// This handle's stash and tally.
     #[inline]
-    fn cache(&self) -> Cache<'_> {
+    fn cache(&self) -> Cache<'_, T> {
         Cache::Own {
             stash: &self.stash,
             tally: &self.tally.count,
@@ -1242,16 +1331,20 @@ impl<T> Handle<'_, T> {
 impl<T> Stack<T> {
     /// Links `nodes` (free, owned by the caller) into one batch and gives it to the shared list.
     #[cold]
-    fn give_nodes(&self, nodes: &[u32]) {
-        let Some((&first, _)) = nodes.split_first() else {
+    fn give_nodes(&self, nodes: &[FreeNode<T>]) {
+        let (Some(first), Some(last)) = (nodes.first(), nodes.last()) else {
             return;
         };
         for pair in nodes.windows(2) {
-            self.node(pair[0]).next.store(pair[1], Ordering::Relaxed);
+            // SAFETY: a stash holds nodes of this stack by their addresses, which live until
+            // the stack is dropped.
+            unsafe { &*pair[0].node }
+                .next
+                .store(pair[1].index, Ordering::Relaxed);
         }
-        let last = nodes[nodes.len() - 1];
-        self.node(last).next.store(NIL, Ordering::Relaxed);
-        self.give_batch(first);
+        // SAFETY: as above.
+        unsafe { &*last.node }.next.store(NIL, Ordering::Relaxed);
+        self.give_batch(first.index);
     }
 }
 

@@ -136,6 +136,42 @@ fn a_stale_guess_of_the_top_fails_and_the_operation_goes_on_from_the_real_top() 
     });
 }
 
+#[test]
+fn a_guess_made_by_a_pop_and_the_empty_guess_of_a_first_push_hold_up() {
+    loom::model(|| {
+        let stack = Arc::new(Stack::new());
+        let handle = stack.handle();
+        handle.push(1);
+        handle.push(2);
+        let other = {
+            let stack = stack.clone();
+            thread::spawn(move || {
+                let handle = stack.handle();
+                // A new handle's first push compares against the empty word the stack started
+                // with: right only if nothing was pushed yet, which is not the case here.
+                handle.push(3);
+                handle.pop()
+            })
+        };
+        // The first pop's guess comes with the node its push installed; the second compares
+        // against the word the first pop installed and looks its node up by index.
+        let first = handle.pop();
+        let second = handle.pop();
+        let theirs = other.join().unwrap();
+        drop(handle);
+        let mut all: Vec<u32> = [first, second, theirs].into_iter().flatten().collect();
+        assert_eq!(
+            all.len(),
+            3,
+            "three pops on a stack of three items that none else pops"
+        );
+        assert_eq!(stack.len(), 0);
+        assert_eq!(stack.pop(), None);
+        all.sort_unstable();
+        assert_eq!(all, [1, 2, 3]);
+    });
+}
+
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
