@@ -122,7 +122,7 @@
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::marker::PhantomData;
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use crossbeam_utils::CachePadded;
 use pitlane_sync::shim::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
@@ -280,7 +280,7 @@ struct Stash<T> {
 /// stash keeps both so that a push finds the node without computing where its index lies).
 struct FreeNode<T> {
     index: u32,
-    node: *const Node<T>,
+    node: NonNull<Node<T>>,
 }
 
 impl<T> Clone for FreeNode<T> {
@@ -295,7 +295,7 @@ impl<T> FreeNode<T> {
     /// What an unused entry of a stash holds.
     const NONE: Self = Self {
         index: NIL,
-        node: ptr::null(),
+        node: NonNull::dangling(),
     };
 }
 
@@ -328,10 +328,12 @@ impl<T> Stash<T> {
             Self::refill(nodes, len, stack)?;
         }
         *len -= 1;
-        let free = nodes[*len];
-        // SAFETY: the stash holds only nodes of `stack` (the caller's promise), by the address
+        // SAFETY: `len` stays at most `STASH_CAPACITY` (`keep` spills before it would pass
+        // it), so `len - 1` is in bounds.
+        let free = unsafe { *nodes.get_unchecked(*len) };
+        // SAFETY: `nodes[..len]` hold nodes of `stack` (the caller's promise), by the address
         // `Stack::node` gave for their index; nodes live until the stack is dropped.
-        Some((free.index, unsafe { &*free.node }))
+        Some((free.index, unsafe { free.node.as_ref() }))
     }
 
     /// Fills the empty stash with a batch from the shared list, or with never-used nodes.
@@ -348,7 +350,10 @@ impl<T> Stash<T> {
                 let mut at = first;
                 while at != NIL && *len < STASH_CAPACITY {
                     let node = stack.node(at);
-                    nodes[*len] = FreeNode { index: at, node };
+                    nodes[*len] = FreeNode {
+                        index: at,
+                        node: NonNull::from(node),
+                    };
                     *len += 1;
                     at = node.next.load(Ordering::Relaxed);
                 }
@@ -363,7 +368,7 @@ impl<T> Stash<T> {
                 for (slot, index) in nodes.iter_mut().zip(first..).take(granted) {
                     *slot = FreeNode {
                         index,
-                        node: stack.node(index),
+                        node: NonNull::from(stack.node(index)),
                     };
                 }
                 *len = granted;
@@ -386,7 +391,13 @@ impl<T> Stash<T> {
             stack.give_nodes(&nodes[start..]);
             *len = start;
         }
-        nodes[*len] = FreeNode { index, node };
+        // SAFETY: below `STASH_CAPACITY` after the spill above.
+        unsafe {
+            *nodes.get_unchecked_mut(*len) = FreeNode {
+                index,
+                node: NonNull::from(node),
+            };
+        }
         *len += 1;
     }
 }
@@ -1338,12 +1349,14 @@ impl<T> Stack<T> {
         for pair in nodes.windows(2) {
             // SAFETY: a stash holds nodes of this stack by their addresses, which live until
             // the stack is dropped.
-            unsafe { &*pair[0].node }
+            unsafe { pair[0].node.as_ref() }
                 .next
                 .store(pair[1].index, Ordering::Relaxed);
         }
         // SAFETY: as above.
-        unsafe { &*last.node }.next.store(NIL, Ordering::Relaxed);
+        unsafe { last.node.as_ref() }
+            .next
+            .store(NIL, Ordering::Relaxed);
         self.give_batch(first.index);
     }
 }
