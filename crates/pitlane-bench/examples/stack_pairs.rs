@@ -124,23 +124,38 @@ fn harness<W: Worker>(w: W, n: u64) -> u64 {
 
 fn main() {
     if std::env::var_os("HARNESS").is_some() {
+        // PAD=k leaks k bytes first, to move what the heap hands out next (probe of placement).
+        if let Some(pad) = std::env::var("PAD")
+            .ok()
+            .and_then(|k| k.parse::<usize>().ok())
+        {
+            std::mem::forget(vec![1_u8; pad]);
+        }
         let n: u64 = std::env::args()
             .nth(1)
             .map_or(5_000_000, |n| n.parse().unwrap());
         let rounds: usize = std::env::args().nth(2).map_or(5, |n| n.parse().unwrap());
+        // ONLY=plain|handle|mutex runs one subject (for instruction counts under callgrind).
+        let only = std::env::var("ONLY").ok();
         let s = Box::new(Stack::new());
         let h = s.handle();
         let m = Box::new(Mutex::new(Vec::new()));
         let ns = |t: Instant| t.elapsed().as_nanos() as f64 / n as f64;
         for _ in 0..rounds {
             let t = Instant::now();
-            black_box(harness(&*s, n));
+            if only.as_deref().is_none_or(|o| o == "plain") {
+                black_box(harness(&*s, n));
+            }
             let p = ns(t);
             let t = Instant::now();
-            black_box(harness(&h, n));
+            if only.as_deref().is_none_or(|o| o == "handle") {
+                black_box(harness(&h, n));
+            }
             let hd = ns(t);
             let t = Instant::now();
-            black_box(harness(&*m, n));
+            if only.as_deref().is_none_or(|o| o == "mutex") {
+                black_box(harness(&*m, n));
+            }
             let mx = ns(t);
             println!(
                 "harness: plain {p:.2}  handle {hd:.2}  mutex {mx:.2}  plain/mutex time {:.2}",

@@ -3,9 +3,10 @@
 //!
 //! A structure that wants per-thread state for its plain calls (the [`Stack`]'s stash of free
 //! nodes and its count) keeps an array of it indexed by seat. Nothing then has to be handed
-//! back when a thread exits, nor looked up by structure in a thread-local: the state stays in
-//! the structure, which frees it with itself, and the next thread to take the seat carries on
-//! with it. Moving the structure moves the array with it. A structure made of such structures
+//! back when a thread exits: the state stays in the structure, which frees it with itself, and
+//! the next thread to take the seat carries on with it. Moving the structure moves the array
+//! with it. (The stack adds a one-entry cache per thread in front of its array, [`Local`]'s
+//! `stack_id` and `stack_cache`, emptied before the seat is given back.) A structure made of such structures
 //! (a [`Bagpipe`] of stacks) reads the seat once per call and hands it ([`Held`]) to each
 //! part it calls, so that no part looks it up again. The seat and the thread's Bagpipe walk
 //! share one thread-local ([`Local`]).
@@ -51,7 +52,16 @@ mod map {
         /// Set when the walk was made as the thread took its seat, which may have happened
         /// inside a Bagpipe call that had started with the walk not made yet (see `bagpipe`).
         pub(crate) walk_made_in_call: Cell<bool>,
+        /// The stack this thread last made a plain call on, by the stack's id, and that
+        /// stack's cache for this thread's seat, its type erased (see `Stack::seat_cache`):
+        /// a one-entry cache in front of the stack's array of per-seat caches. [`NO_STACK`]
+        /// when empty, and from the moment the thread gives its seat back.
+        pub(crate) stack_id: Cell<u64>,
+        pub(crate) stack_cache: Cell<*const ()>,
     }
+
+    /// What [`Local::stack_id`] holds when it names no stack: no stack ever has this id.
+    pub(crate) const NO_STACK: u64 = u64::MAX;
 
     impl Local {
         /// The seat as it stands: see [`as_held`].
@@ -69,6 +79,8 @@ mod map {
                 seat: Cell::new(NONE),
                 walk: Cell::new(Walk::UNMADE),
                 walk_made_in_call: Cell::new(false),
+                stack_id: Cell::new(NO_STACK),
+                stack_cache: Cell::new(core::ptr::null()),
             }
         };
         /// Gives the seat back when the thread exits; registered when the seat is taken.
@@ -98,6 +110,8 @@ mod map {
                 // one (`HELD` is gone): they take the callers' shared paths. Nor may they
                 // announce eras in the seat's word, which the next holder will write.
                 set_seat(NONE);
+                // Nor may they use a stack's cache for the seat, which the next holder will.
+                LOCAL.with(|local| local.stack_id.set(NO_STACK));
                 crate::era::seat_given_back();
                 // Release: our uses of per-seat state happen before the next holder's.
                 TAKEN[seat / 64].fetch_and(!(1 << (seat % 64)), Ordering::Release);
@@ -170,7 +184,7 @@ mod map {
 }
 
 #[cfg(not(pitlane_loom))]
-pub(crate) use map::{Local, as_held, current, local};
+pub(crate) use map::{Local, NO_STACK, as_held, current, local};
 
 /// The calling thread's seat as it stood when one call began: its number, below [`SEATS`], or
 /// a number of [`SEATS`] or more if the thread held none (yet, or any more). What a

@@ -53,9 +53,12 @@
 //! live threads (taken on the thread's first call, given back when it exits, then taken by a
 //! later thread), and the stack keeps a stash and a tally per seat, made by the seat's first
 //! plain call on it. A stash left by an exited thread is not handed back: it waits in the
-//! stack, nodes, count and all, for the next thread to take that seat, so nothing is ever
-//! looked up by stack in a thread-local and moving the stack moves its stashes with it. A
-//! thread without a seat (more than 128 threads at once, or a call from a thread-local
+//! stack, nodes, count and all, for the next thread to take that seat, and moving the stack
+//! moves its stashes with it. In front of the array each thread keeps a one-entry cache: the
+//! id of the stack it last called plainly (a number unique among all stacks of the process,
+//! given on first use) and that stack's cache for its seat, so that a thread working on one
+//! stack reaches its stash one load after its thread-local instead of two; the entry is
+//! emptied before the thread gives its seat back. A thread without a seat (more than 128 threads at once, or a call from a thread-local
 //! destructor late in a thread's exit) takes a batch's first node and gives the rest back
 //! (one node is a batch of one), and returns a popped node as a batch of one.
 //!
@@ -199,8 +202,17 @@ pub struct Stack<T> {
     /// module): made by the seat's first plain call, used by the seat's holder alone, freed
     /// with the stack.
     seats: [AtomicPtr<SeatCache<T>>; SEATS],
+    /// This stack's number among all stacks of the process, unique and never reused; 0 until
+    /// a thread first keeps one of its seat caches in its one-entry cache (see
+    /// [`seat_cache`](Stack::seat_cache)). Not modelled under loom, where no thread has a seat.
+    #[cfg(not(pitlane_loom))]
+    id: core::sync::atomic::AtomicU64,
     _owns: PhantomData<T>,
 }
+
+/// The next stack id to hand out (see `Stack::id`).
+#[cfg(not(pitlane_loom))]
+static NEXT_STACK_ID: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
 
 // SAFETY: the stack moves `T` values between threads (so `T: Send`) and never hands out
 // references to them; shared state is atomics and slots owned through the slot protocol.
@@ -479,6 +491,7 @@ impl<T> Stack<T> {
             chunks: [const { AtomicPtr::new(ptr::null_mut()) }; CHUNKS],
             tallies: AtomicPtr::new(ptr::null_mut()),
             seats: [const { AtomicPtr::new(ptr::null_mut()) }; SEATS],
+            id: core::sync::atomic::AtomicU64::new(0),
             _owns: PhantomData,
         }
     }
@@ -513,14 +526,14 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), PushError<T>> {
-        match self.seat_cache() {
+        match self.thread_cache() {
             // SAFETY: we hold the seat of this cache until our thread exits, so this thread
             // alone uses its stash. User code can run inside the operation (a pop drops the
             // revoked values it passes) and call the stack again on this thread, but the stash
             // is only borrowed mutably inside `Stash::take` and `Stash::keep`, which run none,
             // so such a nested call never overlaps a borrow of ours.
             Some(cache) => self.try_push_tagged(item, FULL, unsafe { cache.own() }),
-            None => self.try_push_shared(item),
+            None => self.try_push_by_seat(item),
         }
     }
 
@@ -542,10 +555,10 @@ impl<T> Stack<T> {
     /// ```
     #[inline(always)]
     pub fn push(&self, item: T) {
-        match self.seat_cache() {
+        match self.thread_cache() {
             // SAFETY: as in `try_push`.
             Some(cache) => self.push_tagged(item, FULL, unsafe { cache.own() }),
-            None => self.push_shared(item),
+            None => self.push_by_seat(item),
         }
     }
 
@@ -562,10 +575,10 @@ impl<T> Stack<T> {
     /// ```
     #[inline]
     pub fn try_pop(&self) -> Result<T, PopError> {
-        match self.seat_cache() {
+        match self.thread_cache() {
             // SAFETY: as in `try_push`.
             Some(cache) => self.try_pop_in(unsafe { cache.own() }),
-            None => self.try_pop_shared(),
+            None => self.try_pop_by_seat(),
         }
     }
 
@@ -645,12 +658,10 @@ impl<T> Stack<T> {
     /// ```
     #[inline(always)]
     pub fn pop(&self) -> Option<T> {
-        match self.seat_cache() {
-            Some(cache) => {
-                // SAFETY: as in `try_push`.
-                self.pop_in(unsafe { cache.own() })
-            }
-            None => self.pop_shared(),
+        match self.thread_cache() {
+            // SAFETY: as in `try_push`.
+            Some(cache) => self.pop_in(unsafe { cache.own() }),
+            None => self.pop_by_seat(),
         }
     }
 
@@ -927,54 +938,121 @@ impl<T> Stack<T> {
         }
     }
 
-    // The plain calls match on `seat_cache` themselves rather than pass a closure to a
-    // helper: the seated arm, the fast path, is then compiled for `Cache::Own` alone with the
+    // The plain calls match on `thread_cache` themselves rather than pass a closure to a
+    // helper: the hit, the fast path, is then compiled for `Cache::Own` alone with the
     // operation inlined into the caller, as a handle's is; a closure holding the whole
     // operation was left out of line by the compiler (a call and six saved registers a push).
+    // A miss calls one function out of line that does the whole operation, so that the fast
+    // path tests nothing but the thread's entry.
 
-    /// A plain push of a thread without a seat (past [`SEATS`] threads, or in a thread-local's
-    /// destructor at thread exit): on the shared free list and count.
-    #[cold]
+    /// A plain push that missed the thread's one-entry cache: through the seat's cache (kept
+    /// in the entry for the next call), or, for a thread without a seat (past [`SEATS`]
+    /// threads, or in a thread-local's destructor at thread exit), on the shared free list
+    /// and count.
     #[inline(never)]
-    fn push_shared(&self, item: T) {
-        self.push_tagged(item, FULL, Cache::Shared)
+    fn push_by_seat(&self, item: T) {
+        match self.seat_cache() {
+            // SAFETY: as in `try_push`.
+            Some(cache) => self.push_tagged(item, FULL, unsafe { cache.own() }),
+            None => self.push_tagged(item, FULL, Cache::Shared),
+        }
     }
 
-    /// [`try_push`](Self::try_push) of a thread without a seat, as in
-    /// [`push_shared`](Self::push_shared).
-    #[cold]
+    /// [`try_push`](Self::try_push) that missed the thread's one-entry cache, as in
+    /// [`push_by_seat`](Self::push_by_seat).
     #[inline(never)]
-    fn try_push_shared(&self, item: T) -> Result<(), PushError<T>> {
-        self.try_push_tagged(item, FULL, Cache::Shared)
+    fn try_push_by_seat(&self, item: T) -> Result<(), PushError<T>> {
+        match self.seat_cache() {
+            // SAFETY: as in `try_push`.
+            Some(cache) => self.try_push_tagged(item, FULL, unsafe { cache.own() }),
+            None => self.try_push_tagged(item, FULL, Cache::Shared),
+        }
     }
 
-    /// [`pop`](Self::pop) of a thread without a seat, as in
-    /// [`push_shared`](Self::push_shared).
-    #[cold]
+    /// [`pop`](Self::pop) that missed the thread's one-entry cache, as in
+    /// [`push_by_seat`](Self::push_by_seat).
     #[inline(never)]
-    fn pop_shared(&self) -> Option<T> {
-        self.pop_in(Cache::Shared)
+    fn pop_by_seat(&self) -> Option<T> {
+        match self.seat_cache() {
+            // SAFETY: as in `try_push`.
+            Some(cache) => self.pop_in(unsafe { cache.own() }),
+            None => self.pop_in(Cache::Shared),
+        }
     }
 
-    /// [`try_pop`](Self::try_pop) of a thread without a seat, as in
-    /// [`push_shared`](Self::push_shared).
-    #[cold]
+    /// [`try_pop`](Self::try_pop) that missed the thread's one-entry cache, as in
+    /// [`push_by_seat`](Self::push_by_seat).
     #[inline(never)]
-    fn try_pop_shared(&self) -> Result<T, PopError> {
-        self.try_pop_in(Cache::Shared)
+    fn try_pop_by_seat(&self) -> Result<T, PopError> {
+        match self.seat_cache() {
+            // SAFETY: as in `try_push`.
+            Some(cache) => self.try_pop_in(unsafe { cache.own() }),
+            None => self.try_pop_in(Cache::Shared),
+        }
     }
 
-    /// The cache of the calling thread's seat, made on the seat's first call on this stack;
-    /// `None` for a thread without a seat.
+    /// This stack's cache for the calling thread's seat if the thread's one-entry cache
+    /// (`seat::Local::stack_id` and `stack_cache`) names this stack; `None` otherwise (and
+    /// always under loom, where no thread has a seat).
     ///
-    /// The fast path is one thread-local load, one comparison (no seat and out of bounds
-    /// alike), the load of the cache and its null test; the rest is out of line.
+    /// Its three loads (the entry's two words and this stack's id) do not depend on each
+    /// other, so the stash is reached one load after the thread-local's, where the seat's
+    /// array would take two in a row (the seat, then the array's entry). A thread that
+    /// alternates between stacks misses it and goes to the array.
+    #[inline(always)]
+    fn thread_cache(&self) -> Option<&SeatCache<T>> {
+        #[cfg(not(pitlane_loom))]
+        {
+            // SAFETY: a thread's `Local` lives, unmoved, as long as the thread.
+            let local = unsafe { &*seat::local() };
+            if local.stack_id.get() == self.id.load(Ordering::Relaxed) {
+                // SAFETY: the entry names this stack (ids are unique, never reused, and a
+                // stack without one has 0, which no entry holds), so its cache is this
+                // stack's `SeatCache<T>` for the seat this thread held when it kept it
+                // (`keep_in_thread`), which it still holds: the entry is emptied before the
+                // seat is given back. It lives until the stack is dropped, which `&self`
+                // outlives.
+                return Some(unsafe { &*local.stack_cache.get().cast::<SeatCache<T>>() });
+            }
+        }
+        None
+    }
+
+    /// The cache of the calling thread's seat, made on the seat's first call on this stack
+    /// and kept in the thread's one-entry cache (see [`thread_cache`](Self::thread_cache));
+    /// `None` for a thread without a seat.
     #[inline(always)]
     fn seat_cache(&self) -> Option<&SeatCache<T>> {
-        match self.made_seat_cache(seat::as_held()) {
-            Some(made) => Some(made),
-            None => self.seat_cache_first(),
+        let cache = match self.made_seat_cache(seat::as_held()) {
+            Some(made) => made,
+            None => self.seat_cache_first()?,
+        };
+        #[cfg(not(pitlane_loom))]
+        self.keep_in_thread(cache);
+        Some(cache)
+    }
+
+    /// Keeps `cache`, this stack's cache for the calling thread's seat, in the thread's
+    /// one-entry cache, giving the stack its id first if it has none.
+    #[cfg(not(pitlane_loom))]
+    fn keep_in_thread(&self, cache: &SeatCache<T>) {
+        let mut id = self.id.load(Ordering::Relaxed);
+        if id == 0 {
+            let new = NEXT_STACK_ID.fetch_add(1, Ordering::Relaxed);
+            id = match self
+                .id
+                .compare_exchange(0, new, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => new,
+                // Another thread gave the stack its id first.
+                Err(theirs) => theirs,
+            };
         }
+        debug_assert!(id != 0 && id != seat::NO_STACK);
+        // SAFETY: a thread's `Local` lives, unmoved, as long as the thread.
+        let local = unsafe { &*seat::local() };
+        local.stack_cache.set(ptr::from_ref(cache).cast());
+        local.stack_id.set(id);
     }
 
     /// The cache of `seat` (the calling thread's seat as [`seat::as_held`] reads it) if the
@@ -1724,6 +1802,72 @@ mod seat_tests {
         all.extend(std::iter::from_fn(|| stack.pop()));
         all.sort_unstable();
         assert_eq!(all, (0..THREADS * EACH).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_thread_alternating_between_stacks_keeps_each_ones_items_and_counts() {
+        // Every call misses the thread's one-entry cache (the other stack's call replaced it)
+        // and goes through the seat's array: nothing may be mixed up between the stacks.
+        let (a, b) = (Stack::new(), Stack::new());
+        for i in 0..1_000_u64 {
+            a.push(i);
+            b.push(i + 10_000);
+            if i % 3 == 0 {
+                assert_eq!(a.pop(), Some(i));
+                assert_eq!(b.try_pop(), Ok(i + 10_000));
+            }
+        }
+        assert_eq!((a.len(), b.len()), (666, 666));
+        let from_a: Vec<u64> = a.into_iter().collect();
+        let from_b: Vec<u64> = b.into_iter().collect();
+        assert_eq!(from_a.len(), 666);
+        assert!(from_a.iter().all(|&x| x < 10_000), "{from_a:?}");
+        assert!(from_b.iter().all(|&x| x >= 10_000), "{from_b:?}");
+        // LIFO within each stack: the items left come out newest first.
+        assert!(from_a.windows(2).all(|w| w[0] > w[1]));
+        // A stack made after another was dropped (perhaps at its address) is a new stack to
+        // the cache: the entry the dropped one left names an id no stack has any more.
+        let first = Box::new(Stack::new());
+        first.push(1_u64);
+        drop(first);
+        let second = Box::new(Stack::new());
+        assert_eq!(second.pop(), None);
+        second.push(2);
+        assert_eq!((second.len(), second.pop()), (1, Some(2)));
+    }
+
+    #[test]
+    fn a_call_after_the_thread_gave_its_seat_back_takes_the_shared_path() {
+        static STACK: Stack<u64> = Stack::new();
+        struct LateCall(std::sync::mpsc::Sender<(bool, bool, Option<u64>)>);
+        impl Drop for LateCall {
+            fn drop(&mut self) {
+                // Runs after the seat's own destructor (registered later, so run earlier): the
+                // seat is given back, and the thread's one-entry cache, which named `STACK`,
+                // must not be used any more (the seat's next holder owns that stash).
+                let seated = seat::current().is_some();
+                let cached = STACK.thread_cache().is_some();
+                STACK.push(7);
+                let _ = self.0.send((seated, cached, STACK.pop()));
+            }
+        }
+        std::thread_local! {
+            static LATE: core::cell::RefCell<Option<LateCall>> =
+                const { core::cell::RefCell::new(None) };
+        }
+        let (tell, told) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Registers `LATE`'s destructor before the seat's.
+            LATE.with(|late| *late.borrow_mut() = Some(LateCall(tell)));
+            // Takes a seat and keeps `STACK`'s cache for it in the one-entry cache.
+            STACK.push(1);
+            assert!(STACK.thread_cache().is_some());
+            assert_eq!(STACK.pop(), Some(1));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(told.recv().unwrap(), (false, false, Some(7)));
+        assert_eq!(STACK.len(), 0);
     }
 
     #[test]
