@@ -57,7 +57,7 @@ mod map {
         /// a one-entry cache in front of the stack's array of per-seat caches. [`NO_STACK`]
         /// when empty, and from the moment the thread gives its seat back.
         pub(crate) stack_id: Cell<u64>,
-        pub(crate) stack_cache: Cell<*const ()>,
+        pub(crate) stack_cache: Cell<core::ptr::NonNull<()>>,
     }
 
     /// What [`Local::stack_id`] holds when it names no stack: no stack ever has this id.
@@ -80,7 +80,7 @@ mod map {
                 walk: Cell::new(Walk::UNMADE),
                 walk_made_in_call: Cell::new(false),
                 stack_id: Cell::new(NO_STACK),
-                stack_cache: Cell::new(core::ptr::null()),
+                stack_cache: Cell::new(core::ptr::NonNull::dangling()),
             }
         };
         /// Gives the seat back when the thread exits; registered when the seat is taken.

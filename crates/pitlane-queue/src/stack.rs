@@ -1012,7 +1012,7 @@ impl<T> Stack<T> {
                 // (`keep_in_thread`), which it still holds: the entry is emptied before the
                 // seat is given back. It lives until the stack is dropped, which `&self`
                 // outlives.
-                return Some(unsafe { &*local.stack_cache.get().cast::<SeatCache<T>>() });
+                return Some(unsafe { local.stack_cache.get().cast::<SeatCache<T>>().as_ref() });
             }
         }
         None
@@ -1051,7 +1051,7 @@ impl<T> Stack<T> {
         debug_assert!(id != 0 && id != seat::NO_STACK);
         // SAFETY: a thread's `Local` lives, unmoved, as long as the thread.
         let local = unsafe { &*seat::local() };
-        local.stack_cache.set(ptr::from_ref(cache).cast());
+        local.stack_cache.set(NonNull::from(cache).cast());
         local.stack_id.set(id);
     }
 
