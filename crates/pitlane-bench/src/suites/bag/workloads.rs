@@ -1,5 +1,12 @@
 //! The workloads of the `bag` suite: `pairs`, `pairs_prefilled`, `pairs_latency` and
 //! `producer_consumer`, each a function monomorphised per subject.
+//!
+//! The helpers here, the checks' `Tally::add` and `mix`, and every subject's `Worker` methods
+//! are `#[inline(always)]`, for every subject alike: left to the compiler, the retrying push
+//! and the pop of the larger subjects (pitlane's stacks) were called out of line, a call and
+//! saved registers around each operation, while the peers' were inlined, so the loop measured
+//! the compiler's inlining budget as much as the structures (`docs/notes/plain-calls.md`,
+//! sixteenth session).
 
 use super::*;
 
