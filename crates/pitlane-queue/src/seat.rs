@@ -6,10 +6,10 @@
 //! back when a thread exits: the state stays in the structure, which frees it with itself, and
 //! the next thread to take the seat carries on with it. Moving the structure moves the array
 //! with it. (The stack adds a one-entry cache per thread in front of its array, [`Local`]'s
-//! `stack_id` and `stack_cache`, emptied before the seat is given back.) A structure made of such structures
-//! (a [`Bagpipe`] of stacks) reads the seat once per call and hands it ([`Held`]) to each
-//! part it calls, so that no part looks it up again. The seat and the thread's Bagpipe walk
-//! share one thread-local ([`Local`]).
+//! `stack_id` and `stack_cache`, emptied before the seat is given back.) A structure made of
+//! such structures (a [`Bagpipe`] of stacks) reads the seat once per call and hands it
+//! ([`Held`]) to each part it calls, so that no part looks it up again. The seat and the
+//! thread's Bagpipe walk share one thread-local ([`Local`]).
 //!
 //! Exclusivity: seat `s` is held by at most one live thread. A thread takes a free seat with
 //! an `Acquire` compare-and-swap on the seat map and gives it back from its thread-local

@@ -58,9 +58,10 @@
 //! id of the stack it last called plainly (a number unique among all stacks of the process,
 //! given on first use) and that stack's cache for its seat, so that a thread working on one
 //! stack reaches its stash one load after its thread-local instead of two; the entry is
-//! emptied before the thread gives its seat back. A thread without a seat (more than 128 threads at once, or a call from a thread-local
-//! destructor late in a thread's exit) takes a batch's first node and gives the rest back
-//! (one node is a batch of one), and returns a popped node as a batch of one.
+//! emptied before the thread gives its seat back. A thread without a seat (more than 128
+//! threads at once, or a call from a thread-local destructor late in a thread's exit) takes a
+//! batch's first node and gives the rest back (one node is a batch of one), and returns a
+//! popped node as a batch of one.
 //!
 //! **The owner's guess.** An operation with a stash of its own (a handle's, or a seat's) does
 //! not load the top first: it compares against the word its own latest successful exchange
@@ -204,7 +205,8 @@ pub struct Stack<T> {
     seats: [AtomicPtr<SeatCache<T>>; SEATS],
     /// This stack's number among all stacks of the process, unique and never reused; 0 until
     /// a thread first keeps one of its seat caches in its one-entry cache (see
-    /// [`seat_cache`](Stack::seat_cache)). Not modelled under loom, where no thread has a seat.
+    /// [`thread_cache`](Stack::thread_cache)). Not modelled under loom, where no thread has a
+    /// seat.
     #[cfg(not(pitlane_loom))]
     id: core::sync::atomic::AtomicU64,
     _owns: PhantomData<T>,
