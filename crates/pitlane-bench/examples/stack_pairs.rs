@@ -8,6 +8,7 @@
 //! cargo build --release -p pitlane-bench --example stack_pairs
 //! target/release/examples/stack_pairs 10000000 5             # pairs per run, rounds
 //! HARNESS=1 target/release/examples/stack_pairs 10000000 5
+//! PC=1 target/release/examples/stack_pairs 2000000 5    # one producer, one consumer
 //! ```
 use std::hint::black_box;
 use std::time::Instant;
@@ -122,7 +123,57 @@ fn harness<W: Worker>(w: W, n: u64) -> u64 {
     sum ^ mixed
 }
 
+/// One producer pushing `n` items and one consumer popping until it has them all, as the
+/// suite's `producer_consumer` at two threads: ns per operation (pushes and pops).
+fn producer_consumer<W: Worker + Sync>(w: &W, n: u64) -> f64 {
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..n {
+                let mut item = i;
+                while let Err(back) = w.try_push(item) {
+                    item = back;
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        s.spawn(|| {
+            let (mut got, mut sum) = (0, 0_u64);
+            while got < n {
+                match w.try_pop() {
+                    Some(item) => {
+                        got += 1;
+                        sum = sum.wrapping_add(item);
+                    }
+                    None => std::hint::spin_loop(),
+                }
+            }
+            assert_eq!(sum, n * (n - 1) / 2, "an item lost or duplicated");
+        });
+    });
+    started.elapsed().as_nanos() as f64 / (2 * n) as f64
+}
+
 fn main() {
+    if std::env::var_os("PC").is_some() {
+        // PC=1: one producer and one consumer, plain stack calls and `Mutex<Vec>` alternating
+        // (pairs per run, rounds).
+        let n: u64 = std::env::args()
+            .nth(1)
+            .map_or(2_000_000, |n| n.parse().unwrap());
+        let rounds: usize = std::env::args().nth(2).map_or(5, |n| n.parse().unwrap());
+        for _ in 0..rounds {
+            let s = Stack::new();
+            let stack = producer_consumer(&s, n);
+            let m = Mutex::new(Vec::new());
+            let mutex = producer_consumer(&m, n);
+            println!(
+                "producer_consumer: stack {stack:.2}  mutex {mutex:.2} ns per op  stack/mutex time {:.2}",
+                stack / mutex
+            );
+        }
+        return;
+    }
     if std::env::var_os("HARNESS").is_some() {
         // PAD=k leaks k bytes first, to move what the heap hands out next (probe of placement).
         if let Some(pad) = std::env::var("PAD")
