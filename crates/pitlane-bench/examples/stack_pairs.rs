@@ -157,7 +157,7 @@ fn producer_consumer<W: Worker + Sync>(w: &W, n: u64) -> f64 {
 fn main() {
     if std::env::var_os("PC").is_some() {
         // PC=1: one producer and one consumer, plain stack calls and `Mutex<Vec>` alternating
-        // (pairs per run, rounds).
+        // (items per run, rounds).
         let n: u64 = std::env::args()
             .nth(1)
             .map_or(2_000_000, |n| n.parse().unwrap());
