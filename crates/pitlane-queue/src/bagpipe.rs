@@ -454,9 +454,15 @@ impl<B: WeakBag> Bagpipe<B> {
                 self.push_walk_until_taken(walk, item, |i, item| self.pipes[i].try_push(item))
             },
             |walk, seat, item| {
-                self.push_walk_until_taken(walk, item, move |i, item| {
-                    self.pipes[i].try_push_seated(seat, item)
-                })
+                // Forced in line: left to the compiler, this attempt (a whole stack push) was
+                // a call of its own on every push (`docs/notes/plain-calls.md`, sixteenth
+                // session); the queue's and the handles' attempts measured no better so.
+                self.push_walk_until_taken(
+                    walk,
+                    item,
+                    #[inline(always)]
+                    move |i, item| self.pipes[i].try_push_seated(seat, item),
+                )
             },
         )
     }
@@ -499,9 +505,13 @@ impl<B: WeakBag> Bagpipe<B> {
                     .ok()
             },
             |walk, seat, ()| {
-                self.pop_walk(walk, usize::MAX, move |i| {
-                    self.pipes[i].try_pop_seated(seat)
-                })
+                // Forced in line, as in `push`.
+                self.pop_walk(
+                    walk,
+                    usize::MAX,
+                    #[inline(always)]
+                    move |i| self.pipes[i].try_pop_seated(seat),
+                )
                 .ok()
             },
         )
