@@ -456,7 +456,8 @@ impl<B: WeakBag> Bagpipe<B> {
             |walk, seat, item| {
                 // Forced in line: left to the compiler, this attempt (a whole stack push) was
                 // a call of its own on every push (`docs/notes/plain-calls.md`, sixteenth
-                // session); the queue's and the handles' attempts measured no better so.
+                // session). Forcing the queue pipes' and the handles' attempts in line as well
+                // measured no better.
                 self.push_walk_until_taken(
                     walk,
                     item,

@@ -327,30 +327,13 @@ mod tests {
         if !crate::barrier::asymmetric() {
             return;
         }
-        struct LateCall(std::sync::mpsc::Sender<(bool, bool)>);
-        impl Drop for LateCall {
-            fn drop(&mut self) {
-                // Runs after the seat's own destructor (registered later, so run earlier):
-                // the seat is given back, and the announcement word cached by the thread's
-                // earlier calls must not be written any more.
-                let seated = seat::current().is_some();
-                let entered = enter().is_some();
-                let _ = self.0.send((seated, entered));
-            }
-        }
-        std::thread_local! {
-            static LATE: core::cell::RefCell<Option<LateCall>> =
-                const { core::cell::RefCell::new(None) };
-        }
-        let (tell, told) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            // Registers `LATE`'s destructor before the seat's.
-            LATE.with(|late| *late.borrow_mut() = Some(LateCall(tell)));
+        let late = seat::after_the_seat_is_given_back(
             // Takes a seat and caches its word.
-            drop(enter().expect("a seat and the barrier"));
-        })
-        .join()
-        .unwrap();
-        assert_eq!(told.recv().unwrap(), (false, false));
+            || drop(enter().expect("a seat and the barrier")),
+            // The seat is given back, and the announcement word cached by the thread's earlier
+            // calls must not be written any more.
+            || (seat::current().is_some(), enter().is_some()),
+        );
+        assert_eq!(late, (false, false));
     }
 }

@@ -241,6 +241,42 @@ pub(crate) fn as_held() -> usize {
     usize::MAX
 }
 
+/// For tests of what a call does after its thread gave its seat back: runs `before` on a new
+/// thread (which takes a seat there), then, as that thread exits, `late` from a thread-local
+/// destructor that runs after the seat's own (registered before it, so run after it), and
+/// returns what `late` returned.
+#[cfg(all(test, not(pitlane_loom)))]
+pub(crate) fn after_the_seat_is_given_back<R: Send + 'static>(
+    before: impl FnOnce() + Send + 'static,
+    late: impl FnOnce() -> R + Send + 'static,
+) -> R {
+    struct LateCall(Option<Box<dyn FnOnce()>>);
+    impl Drop for LateCall {
+        fn drop(&mut self) {
+            if let Some(call) = self.0.take() {
+                call();
+            }
+        }
+    }
+    std::thread_local! {
+        static LATE: core::cell::RefCell<LateCall> =
+            const { core::cell::RefCell::new(LateCall(None)) };
+    }
+    let (tell, told) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Registers `LATE`'s destructor before the seat's.
+        LATE.with(|slot| {
+            slot.borrow_mut().0 = Some(Box::new(move || {
+                let _ = tell.send(late());
+            }))
+        });
+        before();
+    })
+    .join()
+    .unwrap();
+    told.recv().expect("the late call ran")
+}
+
 #[cfg(all(test, not(pitlane_loom)))]
 mod tests {
     use super::*;

@@ -425,8 +425,9 @@ struct SeatCache<T> {
 }
 
 // SAFETY: the stash is used only by the thread holding the seat (see `seat`: a seat changes
-// hands through a release/acquire pair), and the tally is an atomic.
-unsafe impl<T> Sync for SeatCache<T> {}
+// hands through a release/acquire pair); its node addresses are of nodes of the stack that
+// holds it, shared as the stack is (`T: Send`); the tally is an atomic.
+unsafe impl<T: Send> Sync for SeatCache<T> {}
 
 impl<T> SeatCache<T> {
     /// # Safety
@@ -947,50 +948,42 @@ impl<T> Stack<T> {
     // A miss calls one function out of line that does the whole operation, so that the fast
     // path tests nothing but the thread's entry.
 
-    /// A plain push that missed the thread's one-entry cache: through the seat's cache (kept
-    /// in the entry for the next call), or, for a thread without a seat (past [`SEATS`]
-    /// threads, or in a thread-local's destructor at thread exit), on the shared free list
-    /// and count.
+    /// Runs `op`, the rest of a plain call that missed the thread's one-entry cache, through
+    /// the seat's cache (kept in the entry for the next call), or, for a thread without a
+    /// seat (past [`SEATS`] threads, or in a thread-local's destructor at thread exit), on the
+    /// shared free list and count. Each of the four callers below is out of line.
+    #[inline(always)]
+    fn by_seat<R>(&self, op: impl FnOnce(Cache<'_, T>) -> R) -> R {
+        match self.seat_cache() {
+            // SAFETY: as in `try_push`.
+            Some(cache) => op(unsafe { cache.own() }),
+            None => op(Cache::Shared),
+        }
+    }
+
+    /// [`push`](Self::push) that missed the thread's one-entry cache (see
+    /// [`by_seat`](Self::by_seat)).
     #[inline(never)]
     fn push_by_seat(&self, item: T) {
-        match self.seat_cache() {
-            // SAFETY: as in `try_push`.
-            Some(cache) => self.push_tagged(item, FULL, unsafe { cache.own() }),
-            None => self.push_tagged(item, FULL, Cache::Shared),
-        }
+        self.by_seat(|cache| self.push_tagged(item, FULL, cache))
     }
 
-    /// [`try_push`](Self::try_push) that missed the thread's one-entry cache, as in
-    /// [`push_by_seat`](Self::push_by_seat).
+    /// [`try_push`](Self::try_push) that missed the thread's one-entry cache.
     #[inline(never)]
     fn try_push_by_seat(&self, item: T) -> Result<(), PushError<T>> {
-        match self.seat_cache() {
-            // SAFETY: as in `try_push`.
-            Some(cache) => self.try_push_tagged(item, FULL, unsafe { cache.own() }),
-            None => self.try_push_tagged(item, FULL, Cache::Shared),
-        }
+        self.by_seat(|cache| self.try_push_tagged(item, FULL, cache))
     }
 
-    /// [`pop`](Self::pop) that missed the thread's one-entry cache, as in
-    /// [`push_by_seat`](Self::push_by_seat).
+    /// [`pop`](Self::pop) that missed the thread's one-entry cache.
     #[inline(never)]
     fn pop_by_seat(&self) -> Option<T> {
-        match self.seat_cache() {
-            // SAFETY: as in `try_push`.
-            Some(cache) => self.pop_in(unsafe { cache.own() }),
-            None => self.pop_in(Cache::Shared),
-        }
+        self.by_seat(|cache| self.pop_in(cache))
     }
 
-    /// [`try_pop`](Self::try_pop) that missed the thread's one-entry cache, as in
-    /// [`push_by_seat`](Self::push_by_seat).
+    /// [`try_pop`](Self::try_pop) that missed the thread's one-entry cache.
     #[inline(never)]
     fn try_pop_by_seat(&self) -> Result<T, PopError> {
-        match self.seat_cache() {
-            // SAFETY: as in `try_push`.
-            Some(cache) => self.try_pop_in(unsafe { cache.own() }),
-            None => self.try_pop_in(Cache::Shared),
-        }
+        self.by_seat(|cache| self.try_pop_in(cache))
     }
 
     /// This stack's cache for the calling thread's seat if the thread's one-entry cache
@@ -1841,34 +1834,23 @@ mod seat_tests {
     #[test]
     fn a_call_after_the_thread_gave_its_seat_back_takes_the_shared_path() {
         static STACK: Stack<u64> = Stack::new();
-        struct LateCall(std::sync::mpsc::Sender<(bool, bool, Option<u64>)>);
-        impl Drop for LateCall {
-            fn drop(&mut self) {
-                // Runs after the seat's own destructor (registered later, so run earlier): the
-                // seat is given back, and the thread's one-entry cache, which named `STACK`,
-                // must not be used any more (the seat's next holder owns that stash).
+        let late = seat::after_the_seat_is_given_back(
+            || {
+                // Takes a seat and keeps `STACK`'s cache for it in the one-entry cache.
+                STACK.push(1);
+                assert!(STACK.thread_cache().is_some());
+                assert_eq!(STACK.pop(), Some(1));
+            },
+            || {
+                // The seat is given back, and the thread's one-entry cache, which named
+                // `STACK`, must not be used any more (the seat's next holder owns that stash).
                 let seated = seat::current().is_some();
                 let cached = STACK.thread_cache().is_some();
                 STACK.push(7);
-                let _ = self.0.send((seated, cached, STACK.pop()));
-            }
-        }
-        std::thread_local! {
-            static LATE: core::cell::RefCell<Option<LateCall>> =
-                const { core::cell::RefCell::new(None) };
-        }
-        let (tell, told) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            // Registers `LATE`'s destructor before the seat's.
-            LATE.with(|late| *late.borrow_mut() = Some(LateCall(tell)));
-            // Takes a seat and keeps `STACK`'s cache for it in the one-entry cache.
-            STACK.push(1);
-            assert!(STACK.thread_cache().is_some());
-            assert_eq!(STACK.pop(), Some(1));
-        })
-        .join()
-        .unwrap();
-        assert_eq!(told.recv().unwrap(), (false, false, Some(7)));
+                (seated, cached, STACK.pop())
+            },
+        );
+        assert_eq!(late, (false, false, Some(7)));
         assert_eq!(STACK.len(), 0);
     }
 
