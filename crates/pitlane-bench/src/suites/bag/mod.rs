@@ -409,6 +409,84 @@ mod tests {
         assert!(backlog > 1000.0, "backlog {backlog}");
     }
 
+    /// [`SlowPops`] whose push panics past `HOLDS_AT_MOST` items, as the stack's does.
+    struct SlowPopsHoldingFew(SlowPops);
+
+    impl SlowPopsHoldingFew {
+        const HOLDS: usize = Backlog::HEADROOM as usize + 1000;
+    }
+
+    impl Worker for SlowPopsHoldingFew {
+        fn try_push(&self, item: u64) -> Result<(), u64> {
+            assert!(self.0.0.len() < Self::HOLDS, "pushed past what it holds");
+            self.0.try_push(item)
+        }
+        fn try_pop(&self) -> Option<u64> {
+            self.0.try_pop()
+        }
+    }
+
+    impl BagSubject for SlowPopsHoldingFew {
+        const NAME: &'static str = "slow pops, holding few";
+        const PEER: bool = true;
+        const FIFO: bool = true;
+        const HOLDS_AT_MOST: Option<usize> = Some(Self::HOLDS);
+        fn make() -> Self {
+            Self(SlowPops::make())
+        }
+        fn worker(&self) -> impl Worker + '_ {
+            self
+        }
+    }
+
+    #[test]
+    fn producers_wait_for_consumers_before_a_subject_holds_all_it_can() {
+        // The consumer pops 200 items in its first 40 ms; the producer would push far more
+        // than 1000 in the run's 20 ms, and panic past them.
+        let figures =
+            run_producer_consumer::<SlowPopsHoldingFew>(2, Duration::from_millis(20)).unwrap();
+        assert!(figures[1] > 0.0, "backlog {}", figures[1]);
+        assert!(
+            figures[1] < SlowPopsHoldingFew::HOLDS as f64,
+            "backlog {}",
+            figures[1]
+        );
+    }
+
+    /// A structure whose push panics from the 100th on.
+    struct PanickingPush(crossbeam_queue::SegQueue<u64>, AtomicUsize);
+
+    impl Worker for PanickingPush {
+        fn try_push(&self, item: u64) -> Result<(), u64> {
+            let earlier = self.1.fetch_add(1, Ordering::Relaxed);
+            assert!(earlier < 99, "the 100th push panics");
+            self.0.push(item);
+            Ok(())
+        }
+        fn try_pop(&self) -> Option<u64> {
+            self.0.pop()
+        }
+    }
+
+    impl BagSubject for PanickingPush {
+        const NAME: &'static str = "panicking push";
+        const PEER: bool = true;
+        const FIFO: bool = true;
+        fn make() -> Self {
+            Self(crossbeam_queue::SegQueue::new(), AtomicUsize::new(0))
+        }
+        fn worker(&self) -> impl Worker + '_ {
+            self
+        }
+    }
+
+    #[test]
+    fn a_producer_that_panics_ends_the_run_with_an_error_instead_of_a_hang() {
+        // Before, the consumer waited for the producer to say it had stopped, for ever.
+        let outcome = run_producer_consumer::<PanickingPush>(2, Duration::from_millis(20));
+        assert_eq!(outcome, Err("worker panicked".to_string()));
+    }
+
     #[test]
     fn the_backlog_never_exceeds_what_a_bounded_queue_holds() {
         // A bounded queue holds at most CAPACITY items, and the backlog, counted from pops the

@@ -11,6 +11,12 @@ pub(super) trait BagSubject: Send + Sync + Sized + 'static {
     const PEER: bool;
     /// Whether it promises FIFO order (then checked per producer).
     const FIFO: bool;
+    /// The most items it can hold where its retrying push panics past that (the stack's
+    /// [`MAX_ITEMS`](pitlane_queue::stack::MAX_ITEMS)); `None` for structures that grow until
+    /// memory runs out, and for bounded ones whose push reports a full structure, which the
+    /// workloads retry. `producer_consumer` keeps its backlog below it (see
+    /// [`Backlog`](super::workloads::Backlog)).
+    const HOLDS_AT_MOST: Option<usize> = None;
     /// An empty structure.
     fn make() -> Self;
     /// What one thread works through (a Bagpipe handle, or the structure itself).
@@ -65,6 +71,8 @@ impl BagSubject for Bagpipe<Stack<u64>> {
     const NAME: &'static str = "pitlane::bagpipe::Handle<stack::Stack>";
     const PEER: bool = false;
     const FIFO: bool = false;
+    // At least one pipe's worth: kept below it, no pipe can fill up.
+    const HOLDS_AT_MOST: Option<usize> = Some(pitlane_queue::stack::MAX_ITEMS);
     fn make() -> Self {
         Bagpipe::new()
     }
@@ -113,6 +121,7 @@ impl BagSubject for Stack<u64> {
     const NAME: &'static str = "pitlane::stack::Handle";
     const PEER: bool = false;
     const FIFO: bool = false;
+    const HOLDS_AT_MOST: Option<usize> = Some(pitlane_queue::stack::MAX_ITEMS);
     fn make() -> Self {
         Stack::new()
     }
@@ -185,11 +194,12 @@ impl<B: pitlane_queue::WeakBag<Item = u64>> Worker for Plain<B> {
 }
 
 macro_rules! plain_subject {
-    ($($bag:ty => $name:literal, fifo: $fifo:literal;)*) => {$(
+    ($($bag:ty => $name:literal, fifo: $fifo:literal, holds: $holds:expr;)*) => {$(
         impl BagSubject for Plain<$bag> {
             const NAME: &'static str = $name;
             const PEER: bool = false;
             const FIFO: bool = $fifo;
+            const HOLDS_AT_MOST: Option<usize> = $holds;
             fn make() -> Self {
                 Plain(<$bag>::new())
             }
@@ -201,10 +211,11 @@ macro_rules! plain_subject {
 }
 
 plain_subject! {
-    Bagpipe<mpmc::Queue<u64>> => "pitlane::bagpipe::Bagpipe<mpmc::Queue>", fifo: false;
-    Bagpipe<Stack<u64>> => "pitlane::bagpipe::Bagpipe<stack::Stack>", fifo: false;
-    mpmc::Queue<u64> => "pitlane::mpmc::Queue", fifo: true;
-    Stack<u64> => "pitlane::stack::Stack", fifo: false;
+    Bagpipe<mpmc::Queue<u64>> => "pitlane::bagpipe::Bagpipe<mpmc::Queue>", fifo: false, holds: None;
+    Bagpipe<Stack<u64>> => "pitlane::bagpipe::Bagpipe<stack::Stack>", fifo: false,
+        holds: Some(pitlane_queue::stack::MAX_ITEMS);
+    mpmc::Queue<u64> => "pitlane::mpmc::Queue", fifo: true, holds: None;
+    Stack<u64> => "pitlane::stack::Stack", fifo: false, holds: Some(pitlane_queue::stack::MAX_ITEMS);
 }
 
 /// `concurrent_queue::ConcurrentQueue::bounded(CAPACITY)`.

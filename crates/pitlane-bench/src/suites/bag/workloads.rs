@@ -193,6 +193,74 @@ pub(super) fn pairs_worker<S: BagSubject>(
     Ok((outcome, latency))
 }
 
+/// How far `producer_consumer`'s producers may run ahead of its consumers, for a subject that
+/// holds at most [`BagSubject::HOLDS_AT_MOST`] items and whose push panics past that (a
+/// producer on one core outruns a consumer on the other: the stack's backlog passes its two
+/// million items within a full-length run). Producers and consumers add their counts here
+/// every few thousand and every [`BACKLOG_CHECK`] operations; a producer that finds the
+/// backlog at the limit waits for the consumers, as it does on a full bounded queue. For the
+/// other subjects nothing is counted.
+pub(super) struct Backlog {
+    /// `HOLDS_AT_MOST` less [`Self::HEADROOM`]; `None`: no limit.
+    limit: Option<u64>,
+    /// Pushes the producers have added here.
+    pushed: AtomicU64,
+    /// Pops the consumers have added here.
+    popped: AtomicU64,
+}
+
+impl Backlog {
+    /// Pushes a producer makes between two looks at the backlog.
+    pub(super) const PUSHES_BETWEEN_LOOKS: u64 = 4096;
+    /// What the limit keeps below `HOLDS_AT_MOST`: the pushes producers make between two
+    /// looks, the pops consumers have not added yet, and the free nodes the stack keeps per
+    /// thread (at most 65 for each of its 128 seats and each handle), with room to spare.
+    pub(super) const HEADROOM: u64 = 1 << 17;
+
+    pub(super) fn new(holds_at_most: Option<usize>) -> Self {
+        Self {
+            limit: holds_at_most.map(|most| (most as u64).saturating_sub(Self::HEADROOM)),
+            pushed: AtomicU64::new(0),
+            popped: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether there is a limit to keep (and so counts to add).
+    #[inline(always)]
+    pub(super) fn limited(&self) -> bool {
+        self.limit.is_some()
+    }
+
+    /// A producer made `pushes` more: waits, unless `stop` is set, while the backlog is at
+    /// the limit.
+    #[cold]
+    pub(super) fn pushed(&self, pushes: u64, stop: &AtomicBool) {
+        let Some(limit) = self.limit else { return };
+        let pushed = self.pushed.fetch_add(pushes, Ordering::Relaxed) + pushes;
+        while pushed.saturating_sub(self.popped.load(Ordering::Relaxed)) >= limit
+            && !stop.load(Ordering::Relaxed)
+        {
+            thread::yield_now();
+        }
+    }
+
+    /// A consumer made `pops` more.
+    #[cold]
+    pub(super) fn popped(&self, pops: u64) {
+        self.popped.fetch_add(pops, Ordering::Relaxed);
+    }
+}
+
+/// Leaves the count of producers still producing when dropped, so that consumers stop
+/// waiting for a producer that panicked (the run then reports the panic).
+struct Producing<'a>(&'a AtomicUsize);
+
+impl Drop for Producing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
 /// Half the threads push until `run_for` has passed; the other half pop until the producers
 /// are done and the structure is empty.
 pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Duration) -> RunResult {
@@ -203,12 +271,15 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
     let producing = AtomicUsize::new(producers);
     // Pops that each consumer made before it saw that every producer had stopped.
     let popped_while_producing = AtomicU64::new(0);
+    let backlog_limit = Backlog::new(S::HOLDS_AT_MOST);
     let start = Barrier::new(producers + consumers + 1);
     let outcomes = thread::scope(|s| {
         let mut workers = Vec::new();
         for p in 0..producers {
             let (bag, stop, start, producing) = (&bag, &stop, &start, &producing);
+            let backlog_limit = &backlog_limit;
             workers.push(s.spawn(move || {
+                let leaving = Producing(producing);
                 let worker = bag.worker();
                 let mut pushed = Tally::default();
                 let mut seq = 0;
@@ -221,8 +292,12 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
                         push_until_done(&worker, item);
                         pushed.add(item);
                     }
+                    if backlog_limit.limited() && pushed.count % Backlog::PUSHES_BETWEEN_LOOKS == 0
+                    {
+                        backlog_limit.pushed(Backlog::PUSHES_BETWEEN_LOOKS, stop);
+                    }
                 }
-                producing.fetch_sub(1, Ordering::Release);
+                drop(leaving);
                 Ok(Outcome {
                     pushed,
                     popped: Tally::default(),
@@ -233,7 +308,7 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
         }
         for _ in 0..consumers {
             let (bag, start, producing) = (&bag, &start, &producing);
-            let popped_while_producing = &popped_while_producing;
+            let (popped_while_producing, backlog_limit) = (&popped_while_producing, &backlog_limit);
             workers.push(s.spawn(move || {
                 let worker = bag.worker();
                 let mut order = OrderCheck::new(S::FIFO, producers);
@@ -246,6 +321,9 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
                     if let Some(got) = worker.try_pop() {
                         order.see(got)?;
                         popped.add(got);
+                        if backlog_limit.limited() && popped.count % BACKLOG_CHECK == 0 {
+                            backlog_limit.popped(BACKLOG_CHECK);
+                        }
                         if popped_when_producers_done.is_none()
                             && popped.count % BACKLOG_CHECK == 0
                             && producing.load(Ordering::Relaxed) == 0
