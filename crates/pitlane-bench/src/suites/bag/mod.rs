@@ -15,7 +15,10 @@
 //! - `pairs_prefilled`: the same after [`PREFILL`] items were pushed;
 //! - `producer_consumer`: half the threads push, half pop (so at 2 and 4 threads only); the
 //!   producers stop at the deadline and the consumers then drain what is left, which the
-//!   time includes;
+//!   time includes. Over a subject that holds at most so many items and whose push panics
+//!   past them (the stack and the Bagpipe of stacks: two million), the producers wait for the
+//!   consumers once the backlog comes within `Backlog::HEADROOM` items of that, as they wait
+//!   on a full bounded queue;
 //! - `pairs_latency`: `pairs` with each push and each pop timed, retries included, for the
 //!   p50/p99/p99.9/max of one operation: what a thread pays for the others' contention.
 //!
@@ -191,13 +194,17 @@ impl Suite for Bag {
              `backlog_items` is how many items were still in the structure when they stopped \
              (to within {BACKLOG_CHECK} per consumer): an unbounded structure whose consumers \
              fall behind runs both sides without sharing a cache line, and is paid for in \
-             memory instead. In pairs at 2 threads and more, `thread_balance` is the fewest \
+             memory instead. The stack subjects hold at most {} items, so their \
+             producers wait for the consumers when the backlog comes within {} of that. \
+             In pairs at 2 threads and more, `thread_balance` is the fewest \
              operations one thread did divided by the most (1 when the threads shared the \
              structure evenly): a high Mops/s with a low balance came from one thread running \
              alone while the others waited.",
             run_for.as_millis(),
             crate::env::cores(),
             Bagpipe::<mpmc::Queue<u64>>::new().pipe_count(),
+            pitlane_queue::stack::MAX_ITEMS,
+            Backlog::HEADROOM,
         ));
         for (workload, prefill) in [("pairs", 0), ("pairs_prefilled", PREFILL)] {
             for &t in &threads {
