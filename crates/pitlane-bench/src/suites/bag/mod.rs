@@ -17,8 +17,8 @@
 //!   producers stop at the deadline and the consumers then drain what is left, which the
 //!   time includes. Over a subject that holds at most so many items and whose push panics
 //!   past them (the stack and the Bagpipe of stacks: two million), the producers wait for the
-//!   consumers once the backlog comes within `Backlog::HEADROOM` items of that, as they wait
-//!   on a full bounded queue;
+//!   consumers once the backlog comes within `Backlog::headroom` items of that (more with
+//!   more threads), as they wait on a full bounded queue;
 //! - `pairs_latency`: `pairs` with each push and each pop timed, retries included, for the
 //!   p50/p99/p99.9/max of one operation: what a thread pays for the others' contention.
 //!
@@ -195,7 +195,8 @@ impl Suite for Bag {
              (to within {BACKLOG_CHECK} per consumer): an unbounded structure whose consumers \
              fall behind runs both sides without sharing a cache line, and is paid for in \
              memory instead. The stack subjects hold at most {} items, so their \
-             producers wait for the consumers when the backlog comes within {} of that. \
+             producers wait for the consumers when the backlog comes within {} of that (at \
+             2 threads; more with more threads). \
              In pairs at 2 threads and more, `thread_balance` is the fewest \
              operations one thread did divided by the most (1 when the threads shared the \
              structure evenly): a high Mops/s with a low balance came from one thread running \
@@ -204,7 +205,7 @@ impl Suite for Bag {
             crate::env::cores(),
             Bagpipe::<mpmc::Queue<u64>>::new().pipe_count(),
             pitlane_queue::stack::MAX_ITEMS,
-            Backlog::HEADROOM,
+            Backlog::headroom(1, 2),
         ));
         for (workload, prefill) in [("pairs", 0), ("pairs_prefilled", PREFILL)] {
             for &t in &threads {
@@ -420,7 +421,9 @@ mod tests {
     struct SlowPopsHoldingFew(SlowPops);
 
     impl SlowPopsHoldingFew {
-        const HOLDS: usize = Backlog::HEADROOM as usize + 1000;
+        /// Room for 1000 items beyond what the limit keeps aside with one producer of two
+        /// threads.
+        const HOLDS: usize = Backlog::headroom(1, 2) as usize + 1000;
     }
 
     impl Worker for SlowPopsHoldingFew {

@@ -201,7 +201,7 @@ pub(super) fn pairs_worker<S: BagSubject>(
 /// backlog at the limit waits for the consumers, as it does on a full bounded queue. For the
 /// other subjects nothing is counted.
 pub(super) struct Backlog {
-    /// `HOLDS_AT_MOST` less [`Self::HEADROOM`]; `None`: no limit.
+    /// `HOLDS_AT_MOST` less [`Self::headroom`]; `None`: no limit.
     limit: Option<u64>,
     /// Pushes the producers have added here.
     pushed: AtomicU64,
@@ -212,14 +212,24 @@ pub(super) struct Backlog {
 impl Backlog {
     /// Pushes a producer makes between two looks at the backlog.
     pub(super) const PUSHES_BETWEEN_LOOKS: u64 = 4096;
-    /// What the limit keeps below `HOLDS_AT_MOST`: the pushes producers make between two
-    /// looks, the pops consumers have not added yet, and the free nodes the stack keeps per
-    /// thread (at most 65 for each of its 128 seats and each handle), with room to spare.
-    pub(super) const HEADROOM: u64 = 1 << 17;
+    /// What the limit keeps below `HOLDS_AT_MOST` with `producers` producers among
+    /// `threads`: the pushes producers make between two looks, the free nodes the stack keeps
+    /// aside (at most 65 in the stash of each of its 128 seats and of each thread's handle),
+    /// and room to spare, which also covers the pops consumers have not added yet. With so
+    /// many threads that nothing is left, producers wait from the start until the deadline.
+    pub(super) const fn headroom(producers: usize, threads: usize) -> u64 {
+        const SPARE: u64 = 1 << 16;
+        const NODES_A_STASH_KEEPS: u64 = 65;
+        const SEATS: u64 = 128;
+        SPARE
+            + producers as u64 * Self::PUSHES_BETWEEN_LOOKS
+            + (SEATS + threads as u64) * NODES_A_STASH_KEEPS
+    }
 
-    pub(super) fn new(holds_at_most: Option<usize>) -> Self {
+    pub(super) fn new(holds_at_most: Option<usize>, producers: usize, threads: usize) -> Self {
+        let headroom = Self::headroom(producers, threads);
         Self {
-            limit: holds_at_most.map(|most| (most as u64).saturating_sub(Self::HEADROOM)),
+            limit: holds_at_most.map(|most| (most as u64).saturating_sub(headroom)),
             pushed: AtomicU64::new(0),
             popped: AtomicU64::new(0),
         }
@@ -271,7 +281,7 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
     let producing = AtomicUsize::new(producers);
     // Pops that each consumer made before it saw that every producer had stopped.
     let popped_while_producing = AtomicU64::new(0);
-    let backlog_limit = Backlog::new(S::HOLDS_AT_MOST);
+    let backlog_limit = Backlog::new(S::HOLDS_AT_MOST, producers, producers + consumers);
     let start = Barrier::new(producers + consumers + 1);
     let outcomes = thread::scope(|s| {
         let mut workers = Vec::new();
