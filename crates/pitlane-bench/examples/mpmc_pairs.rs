@@ -1,6 +1,6 @@
 //! Probe: two threads of `pairs` (each pushes one item, then pops one) on the MPMC queue
 //! through a handle, through plain calls, and on `crossbeam_queue::SegQueue`, alternating in
-//! one process: Mops/s and the share of the operations the slower thread did, after the
+//! one process: Mops/s and the balance (the slower thread's pairs over the faster one's), after the
 //! cache-line round trip between the two threads measured before each round. With `EXTRA`,
 //! each thread also does what the `bag` suite's loop does beside the calls (two tallies with a
 //! SplitMix sum, a per-producer order check), which decides much of the result at two threads.
@@ -162,10 +162,11 @@ fn window(subject: &dyn Pair, ms: u64) -> (f64, f64) {
         (counts, t0.elapsed().as_secs_f64())
     });
     let total: u64 = counts.iter().sum();
-    let least = *counts.iter().min().unwrap();
+    let (least, most) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    // Two operations a pair; the balance is the suite's: fewest over most.
     (
         2.0 * total as f64 / secs / 1e6,
-        least as f64 / (total as f64 / 2.0),
+        *least as f64 / (*most).max(1) as f64,
     )
 }
 
