@@ -74,25 +74,37 @@ fn extra() -> bool {
     std::env::var_os("EXTRA").is_some()
 }
 
+/// One thread's pairs until `stop`, as producer `id`: the same loop for every subject, compiled
+/// into each subject's `run`. Returns the pairs done.
+#[inline(always)]
+fn pairs(
+    id: u64,
+    stop: &AtomicBool,
+    push: impl Fn(u64),
+    mut pop: impl FnMut() -> Option<u64>,
+) -> u64 {
+    let mut n = 0;
+    let books_on = extra();
+    let mut books = Books::default();
+    while !stop.load(Ordering::Relaxed) {
+        for i in 0..1024 {
+            let item = id << 40 | (n + i);
+            push(black_box(item));
+            let got = pop_until(&mut pop);
+            if books_on {
+                books.see(item, got);
+            }
+        }
+        n += 1024;
+    }
+    black_box(&books);
+    n
+}
+
 impl Pair for Plain {
     #[inline(never)]
     fn run(&self, id: u64, stop: &AtomicBool) -> u64 {
-        let mut n = 0;
-        let books_on = extra();
-        let mut books = Books::default();
-        while !stop.load(Ordering::Relaxed) {
-            for i in 0..1024 {
-                let item = id << 40 | (n + i);
-                self.0.push(black_box(item));
-                let got = pop_until(|| self.0.pop());
-                if books_on {
-                    books.see(item, got);
-                }
-            }
-            n += 1024;
-        }
-        black_box(&books);
-        n
+        pairs(id, stop, |item| self.0.push(item), || self.0.pop())
     }
 }
 
@@ -100,44 +112,14 @@ impl Pair for ByHandle {
     #[inline(never)]
     fn run(&self, id: u64, stop: &AtomicBool) -> u64 {
         let h = self.0.handle();
-        let mut n = 0;
-        let books_on = extra();
-        let mut books = Books::default();
-        while !stop.load(Ordering::Relaxed) {
-            for i in 0..1024 {
-                let item = id << 40 | (n + i);
-                h.push(black_box(item));
-                let got = pop_until(|| h.pop());
-                if books_on {
-                    books.see(item, got);
-                }
-            }
-            n += 1024;
-        }
-        black_box(&books);
-        n
+        pairs(id, stop, |item| h.push(item), || h.pop())
     }
 }
 
 impl Pair for Seg {
     #[inline(never)]
     fn run(&self, id: u64, stop: &AtomicBool) -> u64 {
-        let mut n = 0;
-        let books_on = extra();
-        let mut books = Books::default();
-        while !stop.load(Ordering::Relaxed) {
-            for i in 0..1024 {
-                let item = id << 40 | (n + i);
-                self.0.push(black_box(item));
-                let got = pop_until(|| self.0.pop());
-                if books_on {
-                    books.see(item, got);
-                }
-            }
-            n += 1024;
-        }
-        black_box(&books);
-        n
+        pairs(id, stop, |item| self.0.push(item), || self.0.pop())
     }
 }
 

@@ -199,7 +199,8 @@ pub(super) fn pairs_worker<S: BagSubject>(
 /// million items within a full-length run). Producers and consumers add their counts here
 /// every few thousand and every [`BACKLOG_CHECK`] operations; a producer that finds the
 /// backlog at the limit waits for the consumers, as it does on a full bounded queue. For the
-/// other subjects nothing is counted.
+/// other subjects nothing is counted: the workload tests `S::HOLDS_AT_MOST`, a constant, so
+/// their loops are compiled without the counting.
 pub(super) struct Backlog {
     /// `HOLDS_AT_MOST` less [`Self::headroom`]; `None`: no limit.
     limit: Option<u64>,
@@ -233,12 +234,6 @@ impl Backlog {
             pushed: AtomicU64::new(0),
             popped: AtomicU64::new(0),
         }
-    }
-
-    /// Whether there is a limit to keep (and so counts to add).
-    #[inline(always)]
-    pub(super) fn limited(&self) -> bool {
-        self.limit.is_some()
     }
 
     /// A producer made `pushes` more: waits, unless `stop` is set, while the backlog is at
@@ -282,6 +277,11 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
     // Pops that each consumer made before it saw that every producer had stopped.
     let popped_while_producing = AtomicU64::new(0);
     let backlog_limit = Backlog::new(S::HOLDS_AT_MOST, producers, producers + consumers);
+    // A constant of the subject: without a limit, the checks below compile to nothing.
+    let limited = S::HOLDS_AT_MOST.is_some();
+    const {
+        assert!(Backlog::PUSHES_BETWEEN_LOOKS % ROUND as u64 == 0);
+    }
     let start = Barrier::new(producers + consumers + 1);
     let outcomes = thread::scope(|s| {
         let mut workers = Vec::new();
@@ -302,8 +302,7 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
                         push_until_done(&worker, item);
                         pushed.add(item);
                     }
-                    if backlog_limit.limited() && pushed.count % Backlog::PUSHES_BETWEEN_LOOKS == 0
-                    {
+                    if limited && pushed.count % Backlog::PUSHES_BETWEEN_LOOKS == 0 {
                         backlog_limit.pushed(Backlog::PUSHES_BETWEEN_LOOKS, stop);
                     }
                 }
@@ -331,7 +330,7 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
                     if let Some(got) = worker.try_pop() {
                         order.see(got)?;
                         popped.add(got);
-                        if backlog_limit.limited() && popped.count % BACKLOG_CHECK == 0 {
+                        if limited && popped.count % BACKLOG_CHECK == 0 {
                             backlog_limit.popped(BACKLOG_CHECK);
                         }
                         if popped_when_producers_done.is_none()
