@@ -120,9 +120,13 @@
 //!    announces the era it entered in with a plain store and clears it when it leaves (see the
 //!    `era` module: the reclaimer pays with a `membarrier` and a read of every seat's word).
 //!    A retired segment records the era of its retirement and waits on the queue's limbo list
-//!    until no call is inside an older era. Every eight retirements (fewer for segments of
-//!    large values, so that limbo holds about a mebibyte at most) the retiring thread tries to
-//!    move segments on.
+//!    until no call is inside an older era. Once about a mebibyte of segments has been retired
+//!    since the last attempt (62 of a `u64` queue's 16 KiB segments; at most 64 segments, and
+//!    every segment of a mebibyte or more), the retiring thread tries to move segments on.
+//!    Each attempt's barrier interrupts every other core that runs a thread of the process,
+//!    so attempts are kept rare: at one every eight `u64` segments, two threads of push+pop
+//!    pairs on a Bagpipe of four queues lost a tenth to a quarter of their throughput to the
+//!    barriers on a two-core virtual machine (`docs/notes/limbo-barrier.md`).
 //! 2. **Three grace periods of [crossbeam-epoch](https://docs.rs/crossbeam-epoch)** (pinned
 //!    threads and revokers): handles, revocable pushes, revokers, `len`, and plain calls of
 //!    threads without a seat (or in a process without `membarrier`, where limbo is skipped)
@@ -136,12 +140,13 @@
 //!    starts, as that argument needs.
 //!
 //! When the last grace period has passed, the segment goes back to a pool of the queue (a
-//! mebibyte of segments at most, and between 2 and 32 of them: 32 for a `u64` queue's 16 KiB
+//! mebibyte of segments at most, and between 2 and 64 of them: 62 for a `u64` queue's 16 KiB
 //! segments; any more are freed), from which the next link takes it: reusing a segment costs
 //! resetting its state words, not an allocation with fresh pages to fault in and zero.
-//! Segments come back in bursts, which a pool of two could not keep. A queue therefore holds
-//! its live segments, up to a mebibyte of spare ones once it has gone through that many, and
-//! the retired ones still in limbo or in their grace periods. Plain calls do not drive the epoch (only pins collect, every
+//! Segments come back in bursts, as large as what limbo lets go at once, which a smaller
+//! pool could not keep. A queue therefore holds its live segments, up to a mebibyte of spare
+//! ones once it has gone through that many, and the retired ones still in limbo (about a
+//! mebibyte) or in their grace periods. Plain calls do not drive the epoch (only pins collect, every
 //! 128), so each retirement flushes its thread's deferred functions and advances the epoch
 //! itself: one step, or six for segments of 256 KiB or more, which then come back within
 //! about one retirement.
@@ -503,9 +508,15 @@ const fn segments_in_a_mebibyte<T, const SEGMENT: usize>(least: usize, most: usi
 }
 
 /// How many retired segments a queue can keep for reuse; [`Pool::LIMIT`] says how many of
-/// these places one queue uses.
+/// these places one queue uses. As many as limbo lets go at once at most
+/// ([`Queue::LIMBO_BATCH`]), so that the pool can keep a whole burst.
 #[cfg(not(pitlane_loom))]
-const POOL_SEGMENTS: usize = 32;
+const POOL_SEGMENTS: usize = 64;
+
+/// The most retirements between two attempts to move segments out of limbo (see
+/// [`Queue::LIMBO_BATCH`]).
+#[cfg(not(pitlane_loom))]
+const LIMBO_SEGMENTS: usize = 64;
 
 /// Retired segments of one queue, kept for its next links once the epoch has let every thread
 /// that could still reach them go: a new segment then costs no allocation, no page faults and
@@ -524,10 +535,11 @@ struct Pool<T, const SEGMENT: usize> {
 impl<T, const SEGMENT: usize> Pool<T, SEGMENT> {
     /// The segments one queue keeps at most: a mebibyte's worth, at least two and at most
     /// [`POOL_SEGMENTS`]. Retired segments come back from the epoch in bursts (a collection
-    /// runs every deferred function that has expired, and limbo lets several go at once), so
-    /// a pool much smaller than a burst frees most of it and the next links allocate again:
-    /// with two places, two threads pushing and popping `u64`s allocated about 80% of their
-    /// segments afresh; with this limit, 1-3%.
+    /// runs every deferred function that has expired, and limbo lets up to
+    /// [`Queue::LIMBO_BATCH`] go at once), so a pool much smaller than a burst frees most of
+    /// it and the next links allocate again: with two places, two threads pushing and popping
+    /// `u64`s allocated about 80% of their segments afresh; with 32 places and limbo letting
+    /// 62 go at once, about 45%; with this limit, under 1%.
     const LIMIT: usize = segments_in_a_mebibyte::<T, SEGMENT>(2, POOL_SEGMENTS);
 
     /// A spare segment, if the pool holds one; the caller owns it alone.
@@ -1352,10 +1364,13 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// Retirements between two attempts to move segments out of limbo, each of which costs a
-    /// process-wide barrier: eight segments, or fewer large ones, so that limbo holds at most
-    /// about a mebibyte between attempts (and one segment, however large).
+    /// process-wide barrier: a mebibyte's worth of segments (at most [`LIMBO_SEGMENTS`], and
+    /// one segment however large), so that limbo holds about a mebibyte between attempts. A
+    /// barrier interrupts every other core running a thread of the process (an
+    /// inter-processor interrupt, costly on a virtual machine), so fewer attempts are worth
+    /// that memory: see `docs/notes/limbo-barrier.md`.
     #[cfg(not(pitlane_loom))]
-    const LIMBO_BATCH: usize = segments_in_a_mebibyte::<T, SEGMENT>(1, 8);
+    const LIMBO_BATCH: usize = segments_in_a_mebibyte::<T, SEGMENT>(1, LIMBO_SEGMENTS);
 
     /// Starts the grace periods of every segment in limbo that no plain call can be inside
     /// any more; the others go back to wait for the next attempt. Nothing moves if the
