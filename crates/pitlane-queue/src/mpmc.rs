@@ -125,8 +125,8 @@
 //!    every segment of a mebibyte or more), the retiring thread tries to move segments on.
 //!    Each attempt's barrier interrupts every other core that runs a thread of the process,
 //!    so attempts are kept rare: at one every eight `u64` segments, two threads of push+pop
-//!    pairs on a Bagpipe of four queues lost a tenth to a quarter of their throughput to the
-//!    barriers on a two-core virtual machine (`docs/notes/limbo-barrier.md`).
+//!    pairs on a Bagpipe of four queues lost 2–30% of their throughput (three alternated
+//!    windows) to the barriers on a two-core virtual machine (`docs/notes/limbo-barrier.md`).
 //! 2. **Three grace periods of [crossbeam-epoch](https://docs.rs/crossbeam-epoch)** (pinned
 //!    threads and revokers): handles, revocable pushes, revokers, `len`, and plain calls of
 //!    threads without a seat (or in a process without `membarrier`, where limbo is skipped)
