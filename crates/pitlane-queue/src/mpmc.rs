@@ -507,16 +507,16 @@ const fn segments_in_a_mebibyte<T, const SEGMENT: usize>(least: usize, most: usi
     }
 }
 
-/// How many retired segments a queue can keep for reuse; [`Pool::LIMIT`] says how many of
-/// these places one queue uses. As many as limbo lets go at once at most
-/// ([`Queue::LIMBO_BATCH`]), so that the pool can keep a whole burst.
-#[cfg(not(pitlane_loom))]
-const POOL_SEGMENTS: usize = 64;
-
 /// The most retirements between two attempts to move segments out of limbo (see
 /// [`Queue::LIMBO_BATCH`]).
 #[cfg(not(pitlane_loom))]
 const LIMBO_SEGMENTS: usize = 64;
+
+/// How many retired segments a queue can keep for reuse; [`Pool::LIMIT`] says how many of
+/// these places one queue uses. As many as limbo lets go at once at most, so that the pool
+/// can keep a whole burst.
+#[cfg(not(pitlane_loom))]
+const POOL_SEGMENTS: usize = LIMBO_SEGMENTS;
 
 /// Retired segments of one queue, kept for its next links once the epoch has let every thread
 /// that could still reach them go: a new segment then costs no allocation, no page faults and
