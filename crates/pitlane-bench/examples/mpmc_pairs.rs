@@ -4,11 +4,14 @@
 //! cache-line round trip between the two threads measured before each round. With `EXTRA`,
 //! each thread also does what the `bag` suite's loop does beside the calls (two tallies with a
 //! SplitMix sum, a per-producer order check), which decides much of the result at two threads.
+//! With `PREFILL=n`, each window starts with `n` items in the queue, as the suite's
+//! `pairs_prefilled` does with 1024.
 //!
 //! ```sh
 //! cargo build --release -p pitlane-bench --example mpmc_pairs
 //! target/release/examples/mpmc_pairs 200 5        # ms per window, rounds
 //! ONLY=handle,segqueue EXTRA=1 target/release/examples/mpmc_pairs 100 12
+//! PREFILL=1024 ONLY=handle,plain target/release/examples/mpmc_pairs 150 3   # pairs_prefilled
 //! ```
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -20,6 +23,8 @@ use pitlane_queue::mpmc::Queue;
 
 trait Pair: Sync {
     fn run(&self, id: u64, stop: &AtomicBool) -> u64;
+    /// Pushes `item` before the window (the suite's `pairs_prefilled`).
+    fn fill(&self, item: u64);
 }
 
 struct Plain(Queue<u64>);
@@ -70,6 +75,10 @@ impl Books {
     }
 }
 
+/// The producer number of the items `PREFILL` puts in before a window (the threads are 0
+/// and 1).
+const PREFILLED: u64 = 3;
+
 fn extra() -> bool {
     std::env::var_os("EXTRA").is_some()
 }
@@ -106,6 +115,9 @@ impl Pair for Plain {
     fn run(&self, id: u64, stop: &AtomicBool) -> u64 {
         pairs(id, stop, |item| self.0.push(item), || self.0.pop())
     }
+    fn fill(&self, item: u64) {
+        self.0.push(item)
+    }
 }
 
 impl Pair for ByHandle {
@@ -114,12 +126,18 @@ impl Pair for ByHandle {
         let h = self.0.handle();
         pairs(id, stop, |item| h.push(item), || h.pop())
     }
+    fn fill(&self, item: u64) {
+        self.0.push(item)
+    }
 }
 
 impl Pair for Seg {
     #[inline(never)]
     fn run(&self, id: u64, stop: &AtomicBool) -> u64 {
         pairs(id, stop, |item| self.0.push(item), || self.0.pop())
+    }
+    fn fill(&self, item: u64) {
+        self.0.push(item)
     }
 }
 
@@ -182,6 +200,10 @@ fn main() {
     let ms: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200);
     let rounds: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(5);
     let only = std::env::var("ONLY").unwrap_or_default();
+    let prefill: u64 = std::env::var("PREFILL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
 
     type Make = Box<dyn Fn() -> Box<dyn Pair>>;
     let subjects: Vec<(&str, Make)> = vec![
@@ -196,6 +218,9 @@ fn main() {
                 continue;
             }
             let subject = make();
+            for i in 0..prefill {
+                subject.fill(PREFILLED << 40 | i);
+            }
             let (mops, balance) = window(&*subject, ms);
             println!("round {round} {name:9} {mops:7.1} Mops/s  balance {balance:.2}");
         }

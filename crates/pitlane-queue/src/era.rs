@@ -7,51 +7,70 @@
 //! every 128 pins, a collection that reads every other thread's epoch line; for a call that
 //! otherwise costs a fetch-and-add and a store, that is most of its price. Instead, a thread
 //! with a seat (see the `seat` module) *announces* the global era it entered in, with a plain
-//! store into its seat's word, and clears the word when it leaves. The fast side needs no
+//! store into a word of its own, and clears the word when it leaves. The fast side needs no
 //! fence: the reclaimer issues a process-wide barrier (`membarrier`, see the `barrier`
 //! module) before it reads the announcements, which is the asymmetric pairing of Linux's
 //! userspace RCU and folly's hazard pointers.
 //!
 //! # The protocol
 //!
-//! - **Enter**: `e = ERA.load(Acquire)`; `ACTIVE[seat].store(e, Release)`; compiler fence; then the
-//!   call's loads of the structure's pointers. A call made while the thread is already inside
-//!   one (a value's `Drop` run by a pop, say) leaves the announcement as it is.
-//! - **Leave**: `ACTIVE[seat].store(0, Release)`.
+//! - **Enter**: `e = ERA.load(Acquire)`; `WORD.store(e, Release)`; compiler fence; then the
+//!   call's loads of the structure's pointers. `WORD` is the calling thread's announcement
+//!   word. A call made while the thread is already inside one (a value's `Drop` run by a pop,
+//!   say) leaves the announcement as it is.
+//! - **Leave**: `WORD.store(0, Release)`.
 //! - **Retire** (after unlinking a segment, so that no shared pointer leads to it any more):
 //!   `r = ERA.fetch_add(1, AcqRel) + 1`. A call that entered in an era `≥ r` read `ERA` after
 //!   that increment, which the unlink precedes, so all its later loads see the segment
 //!   unlinked: it cannot reach the segment.
-//! - **Reclaim**: issue the process-wide barrier, then read every seat's word. The segment
-//!   retired with `r` may be recycled once no word holds an era in `1..r`.
+//! - **Reclaim**: issue the process-wide barrier, then read every registered announcement
+//!   word (below). The segment retired with `r` may be recycled once no word holds an era in
+//!   `1..r`.
 //!
 //! Why the barrier is enough: take a call that holds the segment, so it read a pointer to it
 //! before the unlink reached it, and entered in an era `e < r`. The barrier makes its thread
 //! execute a full fence at some moment `B` during the barrier. If the call's load of the
 //! pointer came after `B`, it would have seen the unlink, which happened before the barrier
 //! began; so it came before `B`, and so did its announcement, which precedes that load in
-//! program order; the fence at `B` made the announcement visible before the barrier returned,
-//! and the reclaimer's reads come after. It then reads `e`, or `0` written by the call's leave
-//! (a `Release` store: everything the call did with the segment happens before the reclaimer
-//! acts on that `0`), or a later era of a later call of the same thread, which left the first
-//! call first.
+//! program order, and its thread's registration, which precedes its first announcement; the
+//! fence at `B` made both visible before the barrier returned, and the reclaimer's reads come
+//! after. It then reads `e`, or `0` written by the call's leave (a `Release` store:
+//! everything the call did with the segment happens before the reclaimer acts on that `0`), or
+//! a later era of a later call of the same thread, which left the first call first.
 //!
-//! A thread without a seat, a call from a thread-local destructor at thread exit, and every
-//! call in a process where the barrier is not available (see `barrier::asymmetric`) pin the
-//! epoch instead; the reclaimer serves both kinds of protection by waiting for quiet eras
-//! first and then for the epoch's grace periods.
+//! # Where the words live
 //!
-//! A thread's first call finds its word (`ACTIVE[seat]`) and keeps a reference to it in a
-//! thread-local, so that every later call reaches it with one thread-local load: no seat
-//! number, no bounds check, no look at the barrier's mode (which never changes once decided).
-//! The seat module drops that reference before it gives the seat back, so that no call made
-//! after that (from another thread-local's destructor) writes a word the seat's next holder
-//! owns. Two threads of push+pop pairs on one queue with 1024 items in it went from 0.86–0.91
-//! of the handles' throughput to 0.93–0.95 with this (`docs/notes/plain-calls.md`).
+//! A thread's announcement word is a thread-local of its own (`WORD`), so that a call in an
+//! executable reaches it at a fixed offset from the thread pointer: the store's address is
+//! known without a load,
+//! and the lock-prefixed operation that follows waits for nothing but the store itself. (The
+//! word used to be a seat's entry of a static array, reached through a reference the thread
+//! kept in a thread-local: one dependent load more before every announcement. Two threads of
+//! push+pop pairs on one queue went from 0.86–0.88 of the handles' throughput to 0.97 on an
+//! Intel Xeon when the word moved: `docs/notes/plain-calls.md`, nineteenth session.)
+//!
+//! The reclaimer finds the words through a registry with one entry per seat (see the `seat`
+//! module): a thread's first call, once it holds a seat, stores its word's address in its
+//! seat's entry. A word starts out *unregistered*, a value no era reaches, so the fast path's
+//! one test (is the word `0`?) also sends a thread's first call, and every call of a thread
+//! that has no seat, to the slow path. A thread without a seat, a call from a thread-local
+//! destructor after the thread gave its seat back, and every call in a process where the
+//! barrier is not available (see `barrier::asymmetric`) pin the epoch instead; the reclaimer
+//! serves both kinds of protection by waiting for quiet eras first and then for the epoch's
+//! grace periods.
+//!
+//! An exiting thread's word is freed with its thread-local storage, so the reclaimer must
+//! never read it after that. The thread gives its seat back from a thread-local destructor
+//! (the `seat` module), before its storage is freed; it first empties its registry entry and
+//! then waits while any reclaimer is between the start and the end of a scan (`SCANNERS`,
+//! counted around each scan). With every access sequentially consistent, either a scan's load
+//! of the entry comes before the emptying store, and then the scan's increment comes before
+//! the exiting thread's load of the count, which waits for the scan's decrement; or the scan
+//! reads the empty entry. Scans run no user code and never block, so the wait is short.
 //!
 //! Under loom no thread has a seat, so every call pins (the loom stand-in).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -61,12 +80,42 @@ use crate::seat::{self, SEATS};
 /// The current era; starts at 1 (an announcement of 0 means "not inside a call").
 static ERA: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(1));
 
-/// Per seat: the era its holder's current call entered in, or 0.
-static ACTIVE: [CachePadded<AtomicU64>; SEATS] =
-    [const { CachePadded::new(AtomicU64::new(0)) }; SEATS];
+/// What a word says while its thread is registered and not inside a call.
+const OUTSIDE: u64 = 0;
+/// What a word says before its thread registered it, and after the thread gave its seat
+/// back: no era ever reaches this value (`ERA` counts retirements one by one from 1).
+const UNREGISTERED: u64 = u64::MAX;
 
-/// A call inside an era; leaves it when dropped. Not `Send`: the announcement is the
-/// thread's.
+std::thread_local! {
+    /// This thread's announcement word: [`UNREGISTERED`], [`OUTSIDE`], or the era of the call
+    /// the thread is inside. Initialized by a constant and without destructor, so a call
+    /// reaches it at a fixed offset from the thread pointer, and its storage lasts until the
+    /// thread's thread-local storage is freed, after every destructor ran.
+    static WORD: AtomicU64 = const { AtomicU64::new(UNREGISTERED) };
+}
+
+/// Per seat: the announcement word of the thread holding the seat, once that thread
+/// registered it; null otherwise.
+static WORDS: [AtomicPtr<AtomicU64>; SEATS] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; SEATS];
+
+/// Reclaimers between the start and the end of a scan of [`WORDS`]; a thread that empties its
+/// entry waits until there are none, so that no scan reads its word after it is freed.
+static SCANNERS: AtomicUsize = AtomicUsize::new(0);
+
+/// The calling thread's announcement word.
+#[inline(always)]
+fn word() -> &'static AtomicU64 {
+    // SAFETY: `WORD` is initialized by a constant and has no destructor, so its storage stays
+    // valid, unmoved, for the calling thread's whole life; the reference is only used by this
+    // thread, during the call that took it (the `'static` does not escape a call: `Leave` and
+    // `Inside` live inside it).
+    unsafe { &*WORD.with(core::ptr::from_ref) }
+}
+
+/// A call inside an era, for the tests that hold one; leaves it when dropped. Not `Send`: the
+/// announcement is the thread's.
+#[cfg(test)]
 pub(crate) struct Inside {
     /// The announcement word this call wrote, or `None` for a call nested in another call of
     /// the same thread, which leaves the announcement to the outer one.
@@ -74,69 +123,98 @@ pub(crate) struct Inside {
     _not_send: core::marker::PhantomData<*const ()>,
 }
 
-std::thread_local! {
-    /// This thread's announcement word (its seat's entry of [`ACTIVE`]), cached by the first
-    /// call that entered an era, so that later calls reach it with one thread-local load: no
-    /// seat number, no bounds check, no look at the barrier's mode (which never changes once
-    /// decided). `None` before that call, and again once the thread has given its seat back
-    /// (see [`seat_given_back`]). No destructor, so it stays readable while the thread exits.
-    static MINE: core::cell::Cell<Option<&'static AtomicU64>> =
-        const { core::cell::Cell::new(None) };
-}
-
 /// Enters the current era: `None` if the calling thread has no seat or the process has no
 /// process-wide barrier; the caller then pins the epoch instead.
 /// (Calls go through [`within`]; this serves the tests that hold an era.)
 #[cfg(test)]
 pub(crate) fn enter() -> Option<Inside> {
-    match MINE.get() {
-        Some(active) => Some(announce(active)),
-        None => enter_first(),
+    let active = word();
+    if active.load(Ordering::Relaxed) == UNREGISTERED && !register(active) {
+        return None;
+    }
+    // Only this thread writes its word, so a plain load tells whether we are inside.
+    if active.load(Ordering::Relaxed) != OUTSIDE {
+        return Some(Inside {
+            active: None,
+            _not_send: core::marker::PhantomData,
+        });
+    }
+    publish(active);
+    Some(Inside {
+        active: Some(active),
+        _not_send: core::marker::PhantomData,
+    })
+}
+
+#[cfg(test)]
+impl Drop for Inside {
+    fn drop(&mut self) {
+        if let Some(active) = self.active {
+            // Release: the call's accesses happen before a reclaimer that reads this 0.
+            active.store(OUTSIDE, Ordering::Release);
+        }
     }
 }
 
 /// Runs the call `f` inside the current era, or hands it to `pinned` where the thread cannot
 /// announce (no seat, or no process-wide barrier): enter, `f`, leave, shaped for the fast
-/// path. The common case, a thread with its word cached and not inside another call, is
-/// the only one compiled in line, with no `Option` of a guard to test on the way out and the
-/// result of `f` left in registers; a nested call and a thread's first call go out of line.
-/// A panic in `f` (a value's `Drop`) still leaves the era, through [`Leave`].
+/// path. The common case, a registered thread not inside another call, is the only one
+/// compiled in line, with no `Option` of a guard to test on the way out and the result of `f`
+/// left in registers; a nested call and a thread's first call go out of line. A panic in `f`
+/// (a value's `Drop`) still leaves the era, through [`Leave`].
 #[inline(always)]
 pub(crate) fn within<R, F: FnOnce() -> R>(f: F, pinned: impl FnOnce(F) -> R) -> R {
-    let Some(active) = MINE.get() else {
-        return first_call(f, pinned);
-    };
-    // Only this thread writes its word, so a plain load tells whether we are inside.
-    if active.load(Ordering::Relaxed) != 0 {
-        return nested(f);
+    let active = word();
+    // Only this thread writes its word, so a plain load tells whether we are inside, or not
+    // registered.
+    if active.load(Ordering::Relaxed) != OUTSIDE {
+        return not_outside(active, f, pinned);
     }
     let _leave = Leave(active);
     publish(active);
     f()
 }
 
-/// [`within`] for a call made while the thread is inside another call (a value's `Drop` run
-/// by a pop): the outer call's announcement, older than anything this call could reach,
-/// covers it, and the outer call clears it.
+/// [`within`] when the thread's word is not [`OUTSIDE`]: a call made while the thread is
+/// inside another call (a value's `Drop` run by a pop), which the outer call's announcement,
+/// older than anything this call could reach, covers (and the outer call clears); or a call
+/// of a thread that has not registered its word (its first call, a thread without a seat, a
+/// call after the thread gave its seat back).
 #[cold]
 #[inline(never)]
-fn nested<R>(f: impl FnOnce() -> R) -> R {
+fn not_outside<R, F: FnOnce() -> R>(
+    active: &'static AtomicU64,
+    f: F,
+    pinned: impl FnOnce(F) -> R,
+) -> R {
+    if active.load(Ordering::Relaxed) != UNREGISTERED {
+        return f();
+    }
+    if !register(active) {
+        return pinned(f);
+    }
+    let _leave = Leave(active);
+    publish(active);
     f()
 }
 
-/// [`within`] when the thread has no cached word: its first call, or one from a thread
-/// without a seat.
+/// Registers the calling thread's word `active` under its seat, taking one if it has none;
+/// `false` (and nothing registered) if the process has no process-wide barrier or the thread
+/// cannot hold a seat.
 #[cold]
-#[inline(never)]
-fn first_call<R, F: FnOnce() -> R>(f: F, pinned: impl FnOnce(F) -> R) -> R {
-    match enter_first() {
-        Some(inside) => {
-            let result = f();
-            drop(inside);
-            result
-        }
-        None => pinned(f),
+fn register(active: &'static AtomicU64) -> bool {
+    if !barrier::asymmetric() {
+        return false;
     }
+    let Some(seat) = seat::current() else {
+        return false;
+    };
+    // Release, and before the word's first announcement: a reclaimer that finds an
+    // announcement through the entry reads the word as the barrier's argument needs (see the
+    // module documentation).
+    WORDS[seat].store(core::ptr::from_ref(active).cast_mut(), Ordering::Release);
+    active.store(OUTSIDE, Ordering::Relaxed);
+    true
 }
 
 /// Clears the announcement of the call that made it when dropped: the leave of [`within`].
@@ -146,42 +224,11 @@ impl Drop for Leave {
     #[inline(always)]
     fn drop(&mut self) {
         // Release: the call's accesses happen before a reclaimer that reads this 0.
-        self.0.store(0, Ordering::Release);
+        self.0.store(OUTSIDE, Ordering::Release);
     }
 }
 
-/// A thread's first call (or one after the thread gave its seat back, or one from a thread
-/// that found no seat): find its announcement word and remember it.
-#[cold]
-#[inline(never)]
-fn enter_first() -> Option<Inside> {
-    if !barrier::asymmetric() {
-        return None;
-    }
-    let active: &'static AtomicU64 = &ACTIVE[seat::current()?];
-    MINE.set(Some(active));
-    Some(announce(active))
-}
-
-/// Announces the current era in `active`, the calling thread's word, unless the thread is
-/// inside a call already.
-#[inline(always)]
-fn announce(active: &'static AtomicU64) -> Inside {
-    // Only this thread writes its word, so a plain load tells whether we are inside.
-    if active.load(Ordering::Relaxed) != 0 {
-        return Inside {
-            active: None,
-            _not_send: core::marker::PhantomData,
-        };
-    }
-    publish(active);
-    Inside {
-        active: Some(active),
-        _not_send: core::marker::PhantomData,
-    }
-}
-
-/// Announces the current era in `active`, the word of a thread not inside a call.
+/// Announces the current era in `active`, the word of a registered thread not inside a call.
 #[inline(always)]
 fn publish(active: &'static AtomicU64) {
     // Release (a plain store on x86, as `Relaxed`): a reclaimer that reads this era also
@@ -194,41 +241,51 @@ fn publish(active: &'static AtomicU64) {
     barrier::light();
 }
 
-/// The calling thread is giving its seat back (it is exiting): its later calls, from other
-/// thread-locals' destructors, must not announce in a word that the seat's next holder will
-/// write. Called by the seat module before it frees the seat.
-pub(crate) fn seat_given_back() {
-    MINE.set(None);
-}
-
-impl Drop for Inside {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(active) = self.active {
-            // Release: the call's accesses happen before a reclaimer that reads this 0.
-            active.store(0, Ordering::Release);
+/// The calling thread, holder of `seat`, is giving the seat back (it is exiting): its word
+/// leaves the registry before its storage is freed, and its later calls, from other
+/// thread-locals' destructors, pin instead of announcing in a word no reclaimer reads any
+/// more. Called by the seat module, from a thread-local destructor, before it frees the seat;
+/// no call of the thread is in progress.
+pub(crate) fn seat_given_back(seat: usize) {
+    let active = word();
+    let entry = &WORDS[seat];
+    if entry.load(Ordering::Relaxed) == core::ptr::from_ref(active).cast_mut() {
+        entry.store(core::ptr::null_mut(), Ordering::SeqCst);
+        // A scan that loaded the entry before the store above has counted itself before we
+        // read the count (see the module documentation): wait for it to end.
+        let mut spins = 0_u32;
+        while SCANNERS.load(Ordering::SeqCst) != 0 {
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 {
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
         }
     }
+    active.store(UNREGISTERED, Ordering::Relaxed);
 }
 
-/// In the child of a `fork`, only the forking thread exists: every other seat's announcement
-/// is stale (its thread cannot be inside anything), and would hold back every retirement of the
-/// child forever. Registered once, before the process first chooses the asymmetric protocol
-/// (see `barrier::init`), so before any announcement can exist. The seats themselves stay
-/// taken in the child: a thread that vanished in the middle of a call may have left per-seat
-/// state (a stack's stash) half-updated, which no new thread may inherit.
+/// In the child of a `fork`, only the forking thread exists: every other thread's word is a
+/// stale copy (its thread cannot be inside anything), and would hold back every retirement of
+/// the child forever; a scan another thread had in progress will never end. Registered once,
+/// before the process first chooses the asymmetric protocol (see `barrier::init`), so before
+/// any announcement can exist. The seats themselves stay taken in the child: a thread that
+/// vanished in the middle of a call may have left per-seat state (a stack's stash)
+/// half-updated, which no new thread may inherit.
 #[cfg(target_os = "linux")]
 pub(crate) fn forget_other_threads_after_fork() {
     extern "C" fn child() {
         let mine = seat::held();
-        for (seat, active) in ACTIVE.iter().enumerate() {
+        for (seat, entry) in WORDS.iter().enumerate() {
             if Some(seat) != mine {
-                active.store(0, Ordering::Relaxed);
+                entry.store(core::ptr::null_mut(), Ordering::Relaxed);
             }
         }
+        SCANNERS.store(0, Ordering::Relaxed);
     }
-    // SAFETY: `pthread_atfork` only records the handlers; `child` touches atomics and a
-    // thread-local without a destructor, which is what a child of a multithreaded process may
+    // SAFETY: `pthread_atfork` only records the handlers; `child` touches atomics and
+    // thread-locals without destructors, which is what a child of a multithreaded process may
     // do. A failure (out of memory for the record) leaves the leak this prevents, nothing worse.
     unsafe { libc::pthread_atfork(None, None, Some(child)) };
 }
@@ -247,11 +304,20 @@ pub(crate) fn oldest_inside() -> Option<u64> {
     if !barrier::heavy() {
         return None;
     }
-    let oldest = ACTIVE
+    SCANNERS.fetch_add(1, Ordering::SeqCst);
+    let oldest = WORDS
         .iter()
-        .map(|active| active.load(Ordering::Acquire))
-        .filter(|&era| era != 0)
+        .filter_map(|entry| {
+            let active = entry.load(Ordering::SeqCst);
+            // SAFETY: a registered word's thread empties its entry and then waits for this
+            // scan (counted above) to end before its storage can be freed.
+            (!active.is_null()).then(|| unsafe { &*active }.load(Ordering::Acquire))
+        })
+        .filter(|&era| era != OUTSIDE && era != UNREGISTERED)
         .min();
+    // Release: our reads of the words happen before an exiting thread that sees the count
+    // drop goes on to free its word.
+    SCANNERS.fetch_sub(1, Ordering::Release);
     Some(oldest.unwrap_or(u64::MAX))
 }
 
@@ -275,10 +341,14 @@ mod tests {
         drop(enter().expect("nested"));
         assert!(oldest_inside().unwrap() < retired);
         drop(inside);
-        // Other tests' threads may be inside older eras of their own, so only our seat's
-        // word is checked: leaving cleared it.
+        // Other tests' threads may be inside older eras of their own, so only our own word
+        // is checked: leaving cleared it, and the reclaimers find it under our seat.
+        assert_eq!(word().load(Ordering::Relaxed), OUTSIDE);
         let seat = seat::current().unwrap();
-        assert_eq!(ACTIVE[seat].load(Ordering::Relaxed), 0);
+        assert_eq!(
+            WORDS[seat].load(Ordering::Relaxed).cast_const(),
+            core::ptr::from_ref(word())
+        );
     }
 
     #[test]
@@ -289,9 +359,10 @@ mod tests {
             assert!(within(|| false, |_| true));
             return;
         }
-        // The first call finds the thread's word; later ones take the fast path.
+        // The first call registers the thread's word; later ones take the fast path.
         within(|| (), |_| unreachable!("a seat and the barrier"));
-        let word = &ACTIVE[seat::current().unwrap()];
+        let word = word();
+        assert_eq!(word.load(Ordering::Relaxed), OUTSIDE);
         within(
             || {
                 let retired = retire();
@@ -328,12 +399,50 @@ mod tests {
             return;
         }
         let late = seat::after_the_seat_is_given_back(
-            // Takes a seat and caches its word.
+            // Takes a seat and registers the thread's word under it.
             || drop(enter().expect("a seat and the barrier")),
-            // The seat is given back, and the announcement word cached by the thread's earlier
-            // calls must not be written any more.
-            || (seat::current().is_some(), enter().is_some()),
+            // The seat is given back: the word left the registry, and a later call pins
+            // instead of announcing in a word no reclaimer reads.
+            || {
+                (
+                    seat::current().is_some(),
+                    enter().is_some(),
+                    within(|| "announced", |_| "pinned"),
+                    word().load(Ordering::Relaxed) == UNREGISTERED,
+                    WORDS
+                        .iter()
+                        .any(|entry| entry.load(Ordering::Relaxed).cast_const() == word()),
+                )
+            },
         );
-        assert_eq!(late, (false, false));
+        assert_eq!(late, (false, false, "pinned", true, false));
+    }
+
+    #[test]
+    fn a_thread_giving_its_seat_back_waits_for_a_scan_that_may_read_its_word() {
+        crate::barrier::init();
+        if !crate::barrier::asymmetric() {
+            return;
+        }
+        // Stand for a reclaimer in the middle of a scan of the registry.
+        SCANNERS.fetch_add(1, Ordering::SeqCst);
+        let (gone, told) = std::sync::mpsc::channel();
+        let exiting = std::thread::spawn(move || {
+            seat::after_the_seat_is_given_back(
+                // Registers the thread's word under its seat.
+                || within(|| (), |_| unreachable!("a seat and the barrier")),
+                // Runs once the seat's destructor, which must wait for the scan, returned.
+                move || gone.send(()).unwrap(),
+            )
+        });
+        let during_the_scan = told.recv_timeout(std::time::Duration::from_millis(200));
+        SCANNERS.fetch_sub(1, Ordering::SeqCst);
+        exiting.join().unwrap();
+        assert!(
+            during_the_scan.is_err(),
+            "the thread's storage could be freed while a scan may read its word"
+        );
+        told.recv()
+            .expect("the thread gave its seat back once the scan ended");
     }
 }

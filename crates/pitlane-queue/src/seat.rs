@@ -108,11 +108,12 @@ mod map {
             if seat != NONE {
                 // Later thread-local destructors of this thread find no seat, and cannot take
                 // one (`HELD` is gone): they take the callers' shared paths. Nor may they
-                // announce eras in the seat's word, which the next holder will write.
+                // announce eras in a word that no reclaimer reads any more; and the word
+                // leaves the registry before the thread's storage is freed.
                 set_seat(NONE);
                 // Nor may they use a stack's cache for the seat, which the next holder will.
                 LOCAL.with(|local| local.stack_id.set(NO_STACK));
-                crate::era::seat_given_back();
+                crate::era::seat_given_back(seat);
                 // Release: our uses of per-seat state happen before the next holder's.
                 TAKEN[seat / 64].fetch_and(!(1 << (seat % 64)), Ordering::Release);
             }
