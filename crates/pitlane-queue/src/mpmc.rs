@@ -120,9 +120,10 @@
 //!    announces the era it entered in with a plain store and clears it when it leaves (see the
 //!    `era` module: the reclaimer pays with a `membarrier` and a read of every registered
 //!    thread's word). A retired segment records the era of its retirement and waits on the
-//!    queue's limbo list until no call is inside an older era. Once about a mebibyte of segments has been retired
-//!    since the last attempt (62 of a `u64` queue's 16 KiB segments; at most 64 segments, and
-//!    every segment of a mebibyte or more), the retiring thread tries to move segments on.
+//!    queue's limbo list until no call is inside an older era. Once about a mebibyte of
+//!    segments has been retired since the last attempt (62 of a `u64` queue's 16 KiB
+//!    segments; at most 64 segments, and every segment of a mebibyte or more), the retiring
+//!    thread tries to move segments on.
 //!    Each attempt's barrier interrupts every other core that runs a thread of the process,
 //!    so attempts are kept rare: at one every eight `u64` segments, two threads of push+pop
 //!    pairs on a Bagpipe of four queues lost 2–30% of their throughput (three alternated
