@@ -42,11 +42,10 @@
 //!
 //! A thread's announcement word is a thread-local of its own (`WORD`), so that a call in an
 //! executable reaches it at a fixed offset from the thread pointer: the store's address is
-//! known without a load,
-//! and the lock-prefixed operation that follows waits for nothing but the store itself. (The
-//! word used to be a seat's entry of a static array, reached through a reference the thread
-//! kept in a thread-local: one dependent load more before every announcement. Two threads of
-//! push+pop pairs on one queue went from 0.86–0.88 of the handles' throughput to 0.97 on an
+//! known without a load, and the lock-prefixed operation that follows waits on a shorter chain.
+//! (The word used to be a seat's entry of a static array, reached through a reference the
+//! thread kept in a thread-local: one dependent load more before every announcement. Two
+//! threads of push+pop pairs on one queue, both builds laid out alike, gained about 3% on an
 //! Intel Xeon when the word moved: `docs/notes/plain-calls.md`, nineteenth session.)
 //!
 //! The reclaimer finds the words through a registry with one entry per seat (see the `seat`
