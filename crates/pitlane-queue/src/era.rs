@@ -65,10 +65,10 @@
 //! counted around each scan). With every access sequentially consistent, either a scan's load
 //! of the entry comes before the emptying store, and then the scan's increment comes before
 //! the exiting thread's load of the count, which waits for the scan's decrement; or the scan
-//! reads the empty entry. Scans run no user code and never block, so the wait is short; it is
-//! not bounded by a count of steps (scans that kept starting, overlapping, would keep it
-//! going), but each scan is a few hundred loads that follow a process-wide barrier of
-//! microseconds, so a thread exits after at most a few scans' time in practice.
+//! reads the empty entry. Scans run no user code and never block: a scan is a few hundred
+//! loads, after a process-wide barrier that takes microseconds and is not counted. The wait is
+//! not bounded by a count of steps, though: scans that kept starting, each before the last
+//! one ended, would keep an exiting thread waiting.
 //!
 //! Under loom no thread has a seat, so every call pins (the loom stand-in).
 
