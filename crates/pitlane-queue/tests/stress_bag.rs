@@ -663,6 +663,91 @@ fn full_mpmc_plain_calls_on_one_cell_segments() {
     plain_calls_on_one_cell_segments(40, FULL_OPS / (40 * THREADS * 2));
 }
 
+/// Threads that make a few plain calls and exit, one batch after another, while two
+/// long-lived threads keep every segment of a one-cell-segment queue moving (each of their
+/// pops retires one, and every 64 retirements the retiring thread scans the announcement words
+/// of every seated thread). An exiting thread takes its word out of that registry and waits
+/// for any scan in progress before its thread-local storage goes; the run must neither hang
+/// nor lose, duplicate or tear a value.
+fn threads_exit_while_segments_are_reclaimed(batches: usize, per_short_thread: usize) {
+    epoch_ready();
+    const SHORT_THREADS: usize = 2;
+    const LONG_THREADS: usize = 2;
+    let queue = Queue::<[u64; 2], 1>::with_segment_size();
+    let short_values = batches * SHORT_THREADS * per_short_thread;
+    let seen: Vec<AtomicU8> = (0..short_values).map(|_| AtomicU8::new(0)).collect();
+    let batches_done = AtomicBool::new(false);
+    // The long-lived threads' values: thread `t` pushes `long_value(t, 0)`, `long_value(t, 1)`,
+    // ..., all above the short threads' values.
+    let long_value = |t: usize, n: u64| short_values as u64 + ((t as u64) << 32) + n;
+    // Checks a popped value: short ones in the ledger, long ones returned to be counted.
+    let check = |words: [u64; 2], long: &mut Vec<u64>| {
+        assert_eq!(words[0], words[1], "a torn value {words:?}");
+        if words[0] < short_values as u64 {
+            let before = seen[words[0] as usize].fetch_add(1, Ordering::Relaxed);
+            assert_eq!(before, 0, "value {} popped twice", words[0]);
+        } else {
+            long.push(words[0]);
+        }
+    };
+    let outcomes = run_threads(LONG_THREADS + 1, |t| {
+        let mut long = Vec::new();
+        if t == LONG_THREADS {
+            for batch in 0..batches {
+                run_threads(SHORT_THREADS, |s| {
+                    for i in 0..per_short_thread {
+                        let value = ((batch * SHORT_THREADS + s) * per_short_thread + i) as u64;
+                        queue.push([value; 2]);
+                    }
+                });
+            }
+            batches_done.store(true, Ordering::Release);
+            return (0, long);
+        }
+        let mut pushed = 0_u64;
+        while !batches_done.load(Ordering::Acquire) {
+            queue.push([long_value(t, pushed); 2]);
+            pushed += 1;
+            if let Some(words) = queue.pop() {
+                check(words, &mut long);
+            }
+        }
+        (pushed, long)
+    });
+    let mut long: Vec<u64> = Vec::new();
+    for (_, popped) in &outcomes {
+        long.extend(popped);
+    }
+    // Whatever is left: short values not popped yet, long ones pushed but not popped.
+    while let Some(words) = queue.pop() {
+        check(words, &mut long);
+    }
+    let missing = seen
+        .iter()
+        .filter(|c| c.load(Ordering::Relaxed) == 0)
+        .count();
+    assert_eq!(missing, 0, "{missing} of {short_values} short values lost");
+    let mut expected: Vec<u64> = (0..LONG_THREADS)
+        .flat_map(|t| (0..outcomes[t].0).map(move |n| long_value(t, n)))
+        .collect();
+    assert!(!expected.is_empty(), "the long-lived threads never ran");
+    expected.sort_unstable();
+    long.sort_unstable();
+    assert_eq!(long.len(), expected.len(), "long values lost or duplicated");
+    assert!(long == expected, "long values lost or duplicated");
+}
+
+#[test]
+fn mpmc_threads_exit_while_segments_are_reclaimed() {
+    threads_exit_while_segments_are_reclaimed(100, short_items() / 40);
+}
+
+#[test]
+#[ignore = "long: run in release (CI does)"]
+fn full_mpmc_threads_exit_while_segments_are_reclaimed() {
+    threads_exit_while_segments_are_reclaimed(2_000, 200);
+}
+
 /// More threads alive at once than there are seats (128): the threads without one take the
 /// shared paths (the stack's shared free list and count, the queue's epoch pin, a Bagpipe of
 /// stacks whose pipes send a seatless call to their own plain calls) beside threads with seats
