@@ -646,8 +646,11 @@ pub(crate) unsafe fn free(ptr: *mut u8) {
 }
 
 /// Resizes the large block at `ptr` to `new_size` (still large): in place if its mapping has
-/// room (giving back a tail of a megabyte or more when it shrinks), else by `mremap`. Null if
-/// it cannot (the caller then allocates, copies and frees).
+/// room (giving back a tail of a megabyte or more when it shrinks) or a cached run follows it;
+/// else by a copy into a cached run, by `mremap`, or, for a mapping that cannot be remapped
+/// as one, by a copy into a new mapping; a moved block keeps its offset in its first page.
+/// Null if it cannot (an over-aligned block that would have to move, or no memory; the caller
+/// then allocates, copies and frees).
 ///
 /// # Safety
 /// `ptr` is a live large block of this allocator, and `new_size` is a large size.
@@ -697,38 +700,24 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
     let tag = my_tag();
     let moved = runs().take_fit(need, tag, true);
     if let Some((new_base, new_len)) = moved {
-        // SAFETY: the run is mapped and `new_len >= need > len`, so it holds the old
-        // mapping's bytes from `off`; the two do not overlap (the run was not in use).
-        unsafe {
-            let new_ptr = new_base.add(off);
-            ptr::copy_nonoverlapping(ptr, new_ptr, len - off);
-            let new_header = header_of(new_ptr);
-            unlink(header);
-            new_header.write(Header {
-                base: new_base,
-                len: new_len,
-                owner: (*header).owner,
-                prev: ptr::null_mut(),
-                next: ptr::null_mut(),
-                seal: seal_of(new_ptr, new_base, new_len),
-            });
-            // The old place is freed: a stale pointer to it is refused.
-            (*header).seal = 0;
-            link(new_header);
-            counters.large_in_use.fetch_add(new_len, Ordering::Relaxed);
-            counters.large_in_use.fetch_sub(len, Ordering::Relaxed);
-            cache_put(base, len);
-            return new_ptr;
-        }
+        // SAFETY: the run is mapped and not in use, `new_len >= need > len`, and the header
+        // is the live block's.
+        return unsafe { move_block(ptr, header, off, new_base, new_len) };
     }
     // SAFETY: the block's list neighbours point at its header, which is about to move.
     unsafe { unlink(header) };
     let Some(moved) = os::remap(base, len, need) else {
-        // (A mapping pieced together from cached runs of separate mappings cannot be
-        // remapped as one; the caller then moves the block.)
+        // A mapping pieced together from cached runs of separate mappings cannot be remapped
+        // as one: copy the block into a new mapping, at the same offset, so that it keeps
+        // its line (see `place`).
         // SAFETY: the header has not moved.
         unsafe { link(header) };
-        return ptr::null_mut();
+        let Some(new_base) = os::map(need) else {
+            return ptr::null_mut();
+        };
+        counters.mapped.fetch_add(need, Ordering::Relaxed);
+        // SAFETY: a new mapping of `need > len` bytes, and the header is the live block's.
+        return unsafe { move_block(ptr, header, off, new_base.as_ptr(), need) };
     };
     counters.mapped.fetch_add(need - len, Ordering::Relaxed);
     counters
@@ -743,6 +732,48 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, new_size: usize) -> *mut u8 {
         reseal(ptr);
         link(header);
         ptr
+    }
+}
+
+/// Copies the large block at `ptr` (header `header`, `off` bytes into its mapping) to the same
+/// offset of the mapping `new_base .. new_base + new_len`, moves its header there, and caches
+/// the old mapping; returns the block's new address.
+///
+/// # Safety
+/// `header` is the header of the live large block at `ptr`; the new mapping is mapped, not in
+/// use, and at least as long as the old one.
+unsafe fn move_block(
+    ptr: *mut u8,
+    header: *mut Header,
+    off: usize,
+    new_base: *mut u8,
+    new_len: usize,
+) -> *mut u8 {
+    // SAFETY: a live block's header.
+    let (base, len) = unsafe { ((*header).base, (*header).len) };
+    let counters = Counters::get();
+    // SAFETY: the new mapping holds the old mapping's bytes from `off` (`new_len >= len`), and
+    // the two do not overlap (the new one was not in use); the header is ours.
+    unsafe {
+        let new_ptr = new_base.add(off);
+        ptr::copy_nonoverlapping(ptr, new_ptr, len - off);
+        let new_header = header_of(new_ptr);
+        unlink(header);
+        new_header.write(Header {
+            base: new_base,
+            len: new_len,
+            owner: (*header).owner,
+            prev: ptr::null_mut(),
+            next: ptr::null_mut(),
+            seal: seal_of(new_ptr, new_base, new_len),
+        });
+        // The old place is freed: a stale pointer to it is refused.
+        (*header).seal = 0;
+        link(new_header);
+        counters.large_in_use.fetch_add(new_len, Ordering::Relaxed);
+        counters.large_in_use.fetch_sub(len, Ordering::Relaxed);
+        cache_put(base, len);
+        new_ptr
     }
 }
 
