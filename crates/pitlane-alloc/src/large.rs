@@ -22,7 +22,9 @@
 //! same mapping twice) in the cache. A free knows a block is
 //! large from its `Layout` (the class function says no small class fits), so it never has to
 //! look the address up. `realloc` grows a block in place when its mapping has room, else moves
-//! it with `mremap` (the kernel moves the page tables; nothing is copied). Freed mappings are
+//! it: into a cached run, or with `mremap` (the kernel moves the page tables; nothing is
+//! copied), or, for a mapping pieced together from runs that the kernel will not remap as
+//! one, into a new mapping; a moved block keeps its offset in its page. Freed mappings are
 //! kept in a cache of runs of address space shared by all threads (under one lock; each run
 //! tagged with the thread that freed it, which takes its own runs first, then those of exited
 //! threads), reused by later
