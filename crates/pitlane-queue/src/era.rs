@@ -111,7 +111,9 @@ fn word() -> &'static AtomicU64 {
     // SAFETY: `WORD` is initialized by a constant and has no destructor, so its storage stays
     // valid, unmoved, for the calling thread's whole life; the reference is only used by this
     // thread, during the call that took it (the `'static` does not escape a call: `Leave` and
-    // `Inside` live inside it).
+    // `Inside` live inside it). Only the word's address outlives the call, in the registry,
+    // and the thread takes it out of there, and waits out the scans that may read it, before
+    // its storage is freed (`seat_given_back`).
     unsafe { &*WORD.with(core::ptr::from_ref) }
 }
 
