@@ -17,8 +17,9 @@
 //! - A queued acquire that is cancelled (its future dropped) leaves the queue under the lock
 //!   and releases the permits it had been given so far, which go to the next waiters.
 //! - Close: under the lock, set the closed bit, draining the queue if tasks wait; each drained
-//!   waiter fails with [`AcquireError`] and the permits it had been given go back to the
-//!   (closed) semaphore.
+//!   waiter fails with [`AcquireError`] when next polled, and the permits it had been given go
+//!   back to the (closed) semaphore then, or when its future is dropped (as tokio's). A waiter
+//!   served before the close but polled after it fails too, and gives its permits back.
 //!
 //! Linearization points: the compare-and-swap on the tail (an acquire that completes at once,
 //! a `try_acquire`, a release to an empty queue, `forget_permits`), the dequeue of a waiter
@@ -231,7 +232,9 @@ impl Semaphore {
     /// closed semaphore too.
     ///
     /// # Panics
-    /// If the free permits would exceed [`MAX_PERMITS`](Semaphore::MAX_PERMITS).
+    /// As tokio's, once the waiters have taken what they lack: if what is left exceeds
+    /// [`MAX_PERMITS`](Semaphore::MAX_PERMITS), or would make the free permits exceed it.
+    /// The waiters served before the panic are woken; what is left is not added.
     ///
     /// ```
     /// let semaphore = pitlane_wait::Semaphore::new(0);
@@ -243,11 +246,6 @@ impl Semaphore {
         if n == 0 {
             return;
         }
-        assert!(
-            n <= Self::MAX_PERMITS,
-            "cannot add more than MAX_PERMITS permits ({})",
-            Self::MAX_PERMITS
-        );
         match self
             .queue
             .fetch_update_state(|state| add_to_state(state, n))
@@ -429,6 +427,9 @@ impl Semaphore {
         }) {
             Ok(_) => Ok(()),
             Err(Some(state)) if state & CLOSED != 0 => Err(TryAcquireError::Closed),
+            // Tasks wait, so the semaphore is open, and zero permits are always there to take
+            // (as tokio's: its check is only `free >= n`).
+            Err(None) if n == 0 => Ok(()),
             Err(_) => Err(TryAcquireError::NoPermits),
         }
     }
@@ -536,6 +537,11 @@ impl Semaphore {
     /// Closes the semaphore: no permit is handed out any more, every waiting acquire fails
     /// with [`AcquireError`], and later acquires fail at once. Permits may still be added.
     ///
+    /// As tokio's: a waiting acquire is woken and fails when next polled; the permits it had
+    /// been given so far go back to the semaphore then (or when its future is dropped), not in
+    /// `close` itself. An acquire whose permits were all given before the close, but which is
+    /// polled only after it, fails as well and gives them back.
+    ///
     /// ```
     /// use pitlane_wait::{Semaphore, TryAcquireError};
     ///
@@ -552,16 +558,10 @@ impl Semaphore {
         {
             return;
         }
-        // Tasks wait: drain them all, leaving the closed state. Each drained waiter's partial
-        // permits go back to the (closed, hence empty for good) queue's state as it is
-        // drained, so that none is lost if a waker panics part-way through the drain (the
-        // drain still finishes every waiter, through this same closure).
-        let queue = &self.queue;
+        // Tasks wait: drain them all, leaving the closed state. A drained waiter keeps the
+        // permits it had been given until its future fails (its next poll) or is dropped, which
+        // gives them back, as tokio's do: until then `available_permits` does not count them.
         locked.drain(CLOSED, |waiter| {
-            let given = waiter.needed - waiter.remaining.load(Ordering::Relaxed);
-            if given > 0 {
-                let _ = queue.fetch_update_state(|state| add_to_state(state, given));
-            }
             waiter.closed.store(true, Ordering::Relaxed);
             waiter.take_waker()
         });
@@ -680,9 +680,16 @@ fn add_to_state(state: usize, n: usize) -> Option<usize> {
     (permits <= Semaphore::MAX_PERMITS).then_some(state + (n << PERMIT_SHIFT))
 }
 
+/// Refuses `n` permits that no waiter took, with tokio's messages: more than
+/// [`MAX_PERMITS`](Semaphore::MAX_PERMITS) at once, or more than the free permits leave room for.
 #[cold]
 #[track_caller]
 fn overflow(n: usize) -> ! {
+    assert!(
+        n <= Semaphore::MAX_PERMITS,
+        "cannot add more than MAX_PERMITS permits ({})",
+        Semaphore::MAX_PERMITS
+    );
     panic!(
         "number of added permits ({}) would overflow MAX_PERMITS ({})",
         n,
@@ -691,6 +698,10 @@ fn overflow(n: usize) -> ! {
 }
 
 /// Under the lock: gives `rem` permits to the waiters in FIFO order, the rest to the state.
+/// As tokio's, the waiters are served before the rest is checked against
+/// [`MAX_PERMITS`](Semaphore::MAX_PERMITS): `rem` may exceed it if the waiters take the excess.
+/// If the rest does not fit, the served waiters are still woken (when the guard drops, during
+/// the panic) and the rest is refused.
 #[track_caller]
 fn release_locked(locked: &mut Locked<'_, Acquirer>, mut rem: usize) {
     while rem > 0 {
@@ -708,12 +719,16 @@ fn release_locked(locked: &mut Locked<'_, Acquirer>, mut rem: usize) {
         }
         rem -= lacking;
         // Served: dequeue it; if it was the last, what is left becomes the state in the same
-        // swap.
-        let emptied = locked.dequeue(rem << PERMIT_SHIFT, |waiter| {
+        // swap (nothing, if it is more than a semaphore may hold: refused below).
+        let fits = rem <= Semaphore::MAX_PERMITS;
+        let emptied = locked.dequeue(if fits { rem << PERMIT_SHIFT } else { 0 }, |waiter| {
             waiter.remaining.store(0, Ordering::Relaxed);
             waiter.take_waker()
         });
         if emptied == Some(true) {
+            if !fits {
+                overflow(rem);
+            }
             return;
         }
     }
@@ -817,7 +832,7 @@ impl core::future::Future for Acquire<'_> {
                 // SAFETY: the node was enqueued on this queue only; the slot is its own.
                 if unsafe { poll_queued(queue, node, &node.data().waker, cx.waker()) } {
                     this.phase = Phase::Done;
-                    return complete(node);
+                    return complete(this.sem, node);
                 }
                 Poll::Pending
             }
@@ -826,14 +841,18 @@ impl core::future::Future for Acquire<'_> {
     }
 }
 
-/// The outcome of a waiter its remover has marked dequeued.
-fn complete(node: Pin<&Node<Acquirer>>) -> Poll<Result<(), AcquireError>> {
-    {
-        if node.data().closed.load(Ordering::Relaxed) {
-            Poll::Ready(Err(AcquireError(())))
-        } else {
-            Poll::Ready(Ok(()))
-        }
+/// The outcome of a waiter its remover has marked dequeued: its permits, unless the
+/// semaphore is closed by now. As tokio's, a waiter that finds the semaphore closed fails even
+/// if it had been served before the close, and what it had been given (all it asked for, or
+/// the part a drained waiter had) goes back to the semaphore.
+#[track_caller]
+fn complete(sem: &Semaphore, node: Pin<&Node<Acquirer>>) -> Poll<Result<(), AcquireError>> {
+    let waiter = node.data();
+    if waiter.closed.load(Ordering::Relaxed) || sem.is_closed() {
+        sem.release(waiter.needed - waiter.remaining.load(Ordering::Relaxed));
+        Poll::Ready(Err(AcquireError(())))
+    } else {
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -857,11 +876,10 @@ impl Drop for Acquire<'_> {
                 return;
             }
         }
-        // Served (or closed) but never returned: the permits are ours to give back. A closed
-        // waiter's partial permits were given back by `close`.
-        if !waiter.closed.load(Ordering::Relaxed) {
-            self.sem.add_permits(waiter.needed);
-        }
+        // Dequeued, its outcome never taken: what it was given goes back (all it asked for if
+        // it was served, the part it had if `close` drained it).
+        self.sem
+            .release(waiter.needed - waiter.remaining.load(Ordering::Relaxed));
     }
 }
 

@@ -93,10 +93,39 @@ fn close_returns_partial_permits_and_a_late_release_still_counts() {
         semaphore.add_permits(1);
         closer.join().unwrap();
         let failed = waiter.join().unwrap();
-        // Either the waiter was closed on (its partial permits came back) or it never
-        // enqueued; in both cases the 2 permits are in the semaphore.
+        // Either the waiter was closed on (its partial permits came back when it failed) or
+        // it never enqueued; in both cases the 2 permits are in the semaphore.
         assert!(failed);
         assert_eq!(semaphore.available_permits(), 2);
+    });
+}
+
+#[test]
+fn a_waiter_served_while_the_semaphore_closes_keeps_no_permit_it_does_not_report() {
+    // The permit that serves the waiter and the close race. The waiter gets the permit only if
+    // its poll sees the semaphore open; if it fails (closed on while queued, or served but
+    // polled after the close, as tokio's), the permit is back in the semaphore.
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(0));
+        let waiter = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || match block_on(semaphore.acquire()) {
+                Ok(permit) => {
+                    permit.forget();
+                    true
+                }
+                Err(_) => false,
+            })
+        };
+        let closer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.close())
+        };
+        semaphore.add_permits(1);
+        closer.join().unwrap();
+        let got = waiter.join().unwrap();
+        assert!(semaphore.is_closed());
+        assert_eq!(semaphore.available_permits(), usize::from(!got));
     });
 }
 

@@ -1,8 +1,10 @@
 //! Property test: random scripts of acquires (polled by hand, served, cancelled, dropped
 //! unpolled), try_acquires, add_permits, forget_permits, permit drops and close, on one
 //! thread, against a model of tokio's fair semaphore (FIFO service with partial permits
-//! taken at enqueue, cancellation returning them, close failing every waiter and returning
-//! their partial permits).
+//! taken at enqueue, cancellation returning them, close failing every waiter, which gives its
+//! partial permits back when it is next polled or dropped, and a waiter served before a close
+//! but polled after it failing too and giving its permits back: tokio's rules, which
+//! `differential_tokio.rs` checks against tokio itself).
 #![cfg(not(pitlane_loom))]
 
 use std::collections::VecDeque;
@@ -45,9 +47,15 @@ fn op() -> impl Strategy<Value = Op> {
 /// Where the model's waiter stands.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Stand {
-    Queued { got: u64 },
+    Queued {
+        got: u64,
+    },
     Served,
-    Failed,
+    /// Failed by a close; still holds the permits it had been given, until it is polled (and
+    /// fails) or dropped.
+    Failed {
+        got: u64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -110,7 +118,7 @@ fn run(start: usize, ops: &[Op]) {
                 let got = future.as_mut().poll(&mut cx);
                 let n = n as u64;
                 let expect = if model.closed {
-                    Stand::Failed
+                    Stand::Failed { got: 0 }
                 } else if n == 0 || (model.queue.is_empty() && model.permits >= n) {
                     model.permits -= if model.queue.is_empty() { n } else { 0 };
                     Stand::Served
@@ -129,7 +137,7 @@ fn run(start: usize, ops: &[Op]) {
                         assert_eq!(permit.num_permits() as u64, n);
                         permits.push(permit);
                     }
-                    (Poll::Ready(Err(_)), Stand::Failed) => {}
+                    (Poll::Ready(Err(_)), Stand::Failed { got: 0 }) => {}
                     (Poll::Pending, Stand::Queued { .. }) => acquires.push((id, future)),
                     (got, expect) => panic!("acquire {n}: got {got:?}, model {expect:?}"),
                 }
@@ -138,12 +146,20 @@ fn run(start: usize, ops: &[Op]) {
                 let k = k % acquires.len();
                 let id = acquires[k].0;
                 let got = acquires[k].1.as_mut().poll(&mut cx);
+                // Served before a close but polled after it: fails, and its permits go back.
+                if let (true, (need, Stand::Served)) = (model.closed, model.waiters[id]) {
+                    model.waiters[id].1 = Stand::Failed { got: need };
+                }
                 match (got, model.waiters[id].1) {
                     (Poll::Ready(Ok(permit)), Stand::Served) => {
                         permits.push(permit);
                         drop(acquires.remove(k));
                     }
-                    (Poll::Ready(Err(_)), Stand::Failed) => drop(acquires.remove(k)),
+                    (Poll::Ready(Err(_)), Stand::Failed { got }) => {
+                        model.permits += got;
+                        model.waiters[id].1 = Stand::Failed { got: 0 };
+                        drop(acquires.remove(k));
+                    }
                     (Poll::Pending, Stand::Queued { .. }) => {}
                     (got, stand) => panic!("poll of {id}: got {got:?}, model {stand:?}"),
                 }
@@ -158,7 +174,8 @@ fn run(start: usize, ops: &[Op]) {
                     }
                     // Served but never returned: its permits go back.
                     Stand::Served => model.release(model.waiters[id].0),
-                    Stand::Failed => {}
+                    // Failed by a close, not polled since: its partial permits go back.
+                    Stand::Failed { got } => model.permits += got,
                 }
             }
             Op::TryAcquire(n) => {
@@ -166,7 +183,8 @@ fn run(start: usize, ops: &[Op]) {
                 let n = n as u64;
                 let expect = if model.closed {
                     Err(TryAcquireError::Closed)
-                } else if model.available() >= n && model.queue.is_empty() {
+                } else if model.available() >= n {
+                    // With tasks waiting nothing is free, so only `n == 0` gets here then.
                     model.permits -= n;
                     Ok(())
                 } else {
@@ -202,14 +220,11 @@ fn run(start: usize, ops: &[Op]) {
             Op::Close => {
                 semaphore.close();
                 model.closed = true;
-                let mut returned = 0;
                 for id in model.queue.drain(..) {
                     if let Stand::Queued { got } = model.waiters[id].1 {
-                        returned += got;
+                        model.waiters[id].1 = Stand::Failed { got };
                     }
-                    model.waiters[id].1 = Stand::Failed;
                 }
-                model.permits += returned;
             }
             _ => {}
         }
