@@ -76,6 +76,16 @@
 //! [`Semaphore::MAX_PERMITS`] exists only where `usize` is 32 bits). The script lists the
 //! tests it would skip, each with its reason, should a later tokio need one.
 //!
+//! `tests/differential_tokio.rs` goes further: property tests run the same random scripts of
+//! calls (acquires polled, cancelled and dropped, `try_acquire*`, `add_permits`,
+//! `forget_permits`, `close`, permits dropped, forgotten, split and merged; `notified`,
+//! `enable`, `notify_one`, `notify_last`, `notify_waiters`) on tokio's types and on these,
+//! and compare every result, the free permits and every waker's wake-ups at every step. Two
+//! differences are kept on purpose, each pinned by a test there: after `add_permits` panics
+//! on overflow, tokio's semaphore is left holding more than `MAX_PERMITS` and this one adds
+//! nothing (and wakes the waiters it served before the panic, which tokio leaves unwoken);
+//! and `Debug` shows these types' own fields, not tokio's internals.
+//!
 //! # Features
 //!
 //! | feature | default | what it adds |
