@@ -145,15 +145,15 @@
 //!
 //! # Ends and values
 //!
-//! Values still in the queue when both ends are gone are dropped, exactly once, by whichever end
-//! is dropped last. Each end can ask [`Producer::is_abandoned`] / [`Consumer::is_abandoned`]
+//! Values still in the queue when both ends are gone are dropped, exactly once and oldest first
+//! (as rtrb's), by whichever end is dropped last. Each end can ask [`Producer::is_abandoned`] / [`Consumer::is_abandoned`]
 //! whether the other is gone. Neither end is `Clone`; both are `Send` when `T` is, and both
 //! are `UnwindSafe` and `RefUnwindSafe`: a panic in user code (an iterator, a `Clone`, a
 //! `Drop`) leaves an end consistent, with every value it had taken in or out accounted for.
 //!
 //! # Coming from rtrb
 //!
-//! The operations of [`rtrb`](https://docs.rs/rtrb) are here, some under other names:
+//! Most operations of [`rtrb`](https://docs.rs/rtrb) are here, some under other names:
 //! `RingBuffer::new(n)` is [`channel`]`(n)` (or [`try_channel`] for an error instead of a
 //! panic), `push`/`pop` are [`Producer::try_push`]/[`Consumer::try_pop`] (the crate's
 //! vocabulary keeps `push`/`pop` for calls that retry transient failures),
@@ -180,6 +180,15 @@
 //!   reports `WouldBlock` in both cases.
 //! - The errors' `Debug` and `Display` texts are the crate's own, and the ends do not
 //!   implement `PartialEq`.
+//! - Not here: `push_entire_slice`/`pop_entire_slice` (all or nothing; check
+//!   [`Producer::slots`]/[`Consumer::slots`] first, then [`Producer::push_slice`]/
+//!   [`Consumer::pop_slice`]), `pop_partial_slice_uninit`, `cached_slots`,
+//!   `ReadChunkIntoIter::iterated`, and changing a read chunk's values in place (rtrb's
+//!   `ReadChunk::as_mut_slices`).
+//!
+//! `tests/differential_rtrb.rs` runs random scripts of these operations on rtrb and on this
+//! module side by side and compares every result, every query and every value dropped, in
+//! order, at every step.
 
 use alloc::boxed::Box;
 #[cfg(pitlane_loom)]
@@ -192,7 +201,7 @@ use core::panic::{RefUnwindSafe, UnwindSafe};
 use core::ptr::NonNull;
 
 pub use crate::error::{PopError, PushError};
-use pitlane_sync::shim::atomic::{AtomicBool, AtomicU8, Ordering};
+use pitlane_sync::shim::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use pitlane_sync::shim::cell::UnsafeCell;
 use pitlane_sync::shim::hint::spin_loop;
 
@@ -403,6 +412,7 @@ impl Builder {
         let shared = NonNull::from(Box::leak(Box::new(Shared {
             slots,
             gone: AtomicU8::new(0),
+            consumer_at: AtomicUsize::new(0),
         })));
         let ring = Ring {
             // SAFETY: `shared` was just made from a live box, freed only when both ends leave.
@@ -557,6 +567,10 @@ struct Shared<T> {
     /// bit already set is the last and frees it. (A `std::sync::Arc` would do, but its fence
     /// is invisible to ThreadSanitizer, which then reports the free as a race.)
     gone: AtomicU8,
+    /// The slot the consumer would have popped next, stored by the consumer as it leaves
+    /// (before its update of `gone`, which publishes it), so that the values left are dropped
+    /// oldest first, as rtrb, `VecDeque` and crossbeam's `ArrayQueue` drop theirs.
+    consumer_at: AtomicUsize,
 }
 
 /// The bit of [`Shared::gone`] the producer sets when it is dropped.
@@ -592,7 +606,8 @@ impl<T> Drop for Shared<T> {
         /// The slots not yet visited. If a value's `drop` panics, dropping this guard during
         /// the unwinding drops the values after it (as `Vec` does); a second panic aborts.
         struct Rest<'a, T> {
-            slots: core::slice::Iter<'a, Slot<T>>,
+            slots:
+                core::iter::Chain<core::slice::Iter<'a, Slot<T>>, core::slice::Iter<'a, Slot<T>>>,
         }
 
         impl<T> Rest<'_, T> {
@@ -621,9 +636,16 @@ impl<T> Drop for Shared<T> {
             return;
         }
         // Both ends are gone, and the last one's `AcqRel` update of `gone` synchronised with
-        // everything the other did, so every state word is final.
+        // everything the other did, so every state word, and `consumer_at`, is final. The
+        // values left are the full slots from the consumer's place on, around the ring: in the
+        // order they were pushed.
+        let (behind, ahead) = self.slots.split_at(
+            self.consumer_at
+                .load(Ordering::Relaxed)
+                .min(self.slots.len()),
+        );
         Rest {
-            slots: self.slots.iter(),
+            slots: ahead.iter().chain(behind),
         }
         .drop_values();
     }
@@ -1325,6 +1347,10 @@ impl<T> Consumer<T> {
 
 impl<T> Drop for Consumer<T> {
     fn drop(&mut self) {
+        // Where the values left start, for whichever end drops them (`Shared`'s `drop`).
+        self.shared()
+            .consumer_at
+            .store(self.position(), Ordering::Relaxed);
         // SAFETY: the box is this end's until now, and it is dropped once.
         unsafe { Shared::leave(self.shared, CONSUMER_GONE) };
     }
