@@ -164,6 +164,23 @@
 //! often; smaller ones waste less memory in a mostly empty queue, which matters when many
 //! queues sit side by side in a [`Bagpipe`](crate::bagpipe::Bagpipe). The FAAArrayQueue paper
 //! uses 1024.
+//!
+//! # Coming from crossbeam
+//!
+//! `crossbeam_queue::SegQueue` becomes [`Queue`] with no other change: `new` (a `const fn`,
+//! so a queue can be a `static`), `push`, `pop`, `push_mut`, `pop_mut`, `len`, `is_empty`,
+//! `into_iter` (an owned drain), `Default`, `Send`/`Sync` and the unwind-safety traits keep
+//! their names and behaviour, and the values left in a dropped queue are dropped oldest first,
+//! as `SegQueue`'s. What is added: single attempts that may fail ([`Queue::try_push`],
+//! [`Queue::try_pop`], above), a choice of segment size ([`Queue::with_segment_size`]),
+//! per-thread handles ([`Queue::handle`]) and revocable pushes
+//! ([`RevocableBag`](crate::revoke::RevocableBag)). What differs: `push` panics where the
+//! allocator refuses a segment (`SegQueue`'s aborts the process), `Debug` shows the segment
+//! size and the length, and `into_iter`'s `size_hint` has an upper bound.
+//! `tests/differential_segqueue.rs` runs random scripts on a `SegQueue` and on queues of
+//! several segment sizes side by side and compares every result and every drop, in order;
+//! crossbeam's own `SegQueue` test file runs against this type in CI
+//! (`.ci/crossbeam-conformance.py`).
 
 use core::cell::{Cell, RefCell};
 use core::fmt;
