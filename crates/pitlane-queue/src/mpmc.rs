@@ -174,7 +174,7 @@
 //! as `SegQueue`'s. What is added: single attempts that may fail ([`Queue::try_push`],
 //! [`Queue::try_pop`], above), a choice of segment size ([`Queue::with_segment_size`]),
 //! per-thread handles ([`Queue::handle`]) and revocable pushes
-//! ([`RevocableBag`](crate::revoke::RevocableBag)). What differs: `push` panics where the
+//! ([`RevocableBag`]). What differs: `push` panics where the
 //! allocator refuses a segment (`SegQueue`'s aborts the process), `Debug` shows the segment
 //! size and the length, and `into_iter`'s `size_hint` has an upper bound.
 //! `tests/differential_segqueue.rs` runs random scripts on a `SegQueue` and on queues of
