@@ -159,8 +159,8 @@
 //! vocabulary keeps `push`/`pop` for calls that retry transient failures),
 //! `buffer().capacity()` is `capacity()`, `push_partial_slice`/`pop_partial_slice` are
 //! [`Producer::push_slice`]/[`Consumer::pop_slice`] (they return a count, not the two halves
-//! of the slice), and `PeekError` is [`PopError`];
-//! `peek`, `slots`, `is_full`, `is_empty`, `is_abandoned`, `write_chunk_uninit`,
+//! of the slice), and `PeekError` is [`PopError`]; `peek`, `slots`, `is_full`, `is_empty`,
+//! `is_abandoned`, `push_entire_slice`, `pop_entire_slice`, `write_chunk_uninit`,
 //! `fill_from_iter`, `read_chunk`, `commit`, `commit_all` and [`ChunkError`] keep their names.
 //! The capacity is exact, as rtrb's: a queue of `n` slots holds exactly `n` values, whatever
 //! the batch size (batches are how far one probe looks, never a unit of allocation).
@@ -180,9 +180,7 @@
 //!   reports `WouldBlock` in both cases.
 //! - The errors' `Debug` and `Display` texts are the crate's own, and the ends do not
 //!   implement `PartialEq`.
-//! - Not here: `push_entire_slice`/`pop_entire_slice` (all or nothing; check
-//!   [`Producer::slots`]/[`Consumer::slots`] first, then [`Producer::push_slice`]/
-//!   [`Consumer::pop_slice`]), `pop_partial_slice_uninit`, `cached_slots`,
+//! - Not here: `pop_partial_slice_uninit`, `pop_entire_slice_uninit`, `cached_slots`,
 //!   `ReadChunkIntoIter::iterated`, and changing a read chunk's values in place (rtrb's
 //!   `ReadChunk::as_mut_slices`).
 //!
@@ -1007,6 +1005,31 @@ impl<T> Producer<T> {
         self.push_iter(values.iter().cloned())
     }
 
+    /// Pushes copies of all of `values`, or, if fewer slots are free, none of them, with the
+    /// free slots in the error (rtrb's `push_entire_slice`).
+    ///
+    /// # Errors
+    /// [`ChunkError::TooFewSlots`] with the number of free slots.
+    ///
+    /// ```
+    /// use pitlane_queue::spsc::{self, ChunkError};
+    ///
+    /// let (mut producer, mut consumer) = spsc::channel(3);
+    /// assert_eq!(producer.push_entire_slice(&[1, 2]), Ok(()));
+    /// assert_eq!(producer.push_entire_slice(&[3, 4]), Err(ChunkError::TooFewSlots(1)));
+    /// assert_eq!(consumer.len(), 2);
+    /// ```
+    pub fn push_entire_slice(&mut self, values: &[T]) -> Result<(), ChunkError>
+    where
+        T: Copy,
+    {
+        let written = self
+            .write_chunk_uninit(values.len())?
+            .fill_from_iter(values.iter().copied());
+        debug_assert_eq!(written, values.len());
+        Ok(())
+    }
+
     /// The number of slots in the ring.
     ///
     /// ```
@@ -1251,6 +1274,33 @@ impl<T> Consumer<T> {
             drop(old);
         }
         popped
+    }
+
+    /// Pops exactly `buf.len()` values into `buf`, oldest first, or, if fewer are queued,
+    /// none, with the number queued in the error (rtrb's `pop_entire_slice`).
+    ///
+    /// # Errors
+    /// [`ChunkError::TooFewSlots`] with the number of values queued.
+    ///
+    /// ```
+    /// use pitlane_queue::spsc::{self, ChunkError};
+    ///
+    /// let (mut producer, mut consumer) = spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let mut buffer = [0; 4];
+    /// assert_eq!(consumer.pop_entire_slice(&mut buffer), Err(ChunkError::TooFewSlots(3)));
+    /// assert_eq!(consumer.pop_entire_slice(&mut buffer[..2]), Ok(()));
+    /// assert_eq!(buffer, [1, 2, 0, 0]);
+    /// ```
+    pub fn pop_entire_slice(&mut self, buf: &mut [T]) -> Result<(), ChunkError>
+    where
+        T: Copy,
+    {
+        let chunk = self.read_chunk(buf.len())?;
+        for (place, value) in buf.iter_mut().zip(chunk) {
+            *place = value;
+        }
+        Ok(())
     }
 
     /// The number of slots in the ring.

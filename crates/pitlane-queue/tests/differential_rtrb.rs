@@ -33,6 +33,7 @@
 //!   writes larger than the free space, reads into buffers larger than what is queued and
 //!   zero-length buffers; `push_partial_slice`/`push_slice` and
 //!   `pop_partial_slice`/`pop_slice` (counts and the whole buffer, untouched tail included);
+//!   `push_entire_slice` and `pop_entire_slice` (the result, the error's count, the buffer);
 //! - dropping one end part-way through the script (then `is_abandoned` on the other, which
 //!   carries on alone), and at the end both, in either order;
 //! - every drop of a value, on either side, in the order it happened (values popped and dropped
@@ -60,8 +61,8 @@
 //! - a capacity of 0 (pitlane refuses it), and zero-sized values at capacities near
 //!   `usize::MAX / 2` (pitlane still spends a state byte per slot): documented differences;
 //! - `write_chunk` (`Default`-initialised), `as_slices`/`as_mut_slices` and their split point
-//!   where the chunk wraps, `ReadChunk::as_mut_slices`, `push_entire_slice`,
-//!   `pop_entire_slice`, `pop_partial_slice_uninit`, `cached_slots`,
+//!   where the chunk wraps, `ReadChunk::as_mut_slices`, `pop_partial_slice_uninit`,
+//!   `pop_entire_slice_uninit`, `cached_slots`,
 //!   `ReadChunkIntoIter::iterated`, `PartialEq` of ends, and the errors' `Debug`/`Display`
 //!   texts: rtrb API pitlane does not have (slices: documented, the values are not contiguous);
 //! - `io::Write` once the consumer is gone (pitlane: `BrokenPipe`, rtrb writes) and
@@ -300,6 +301,8 @@ enum Op {
     ReadToEnd,
     PushSlice(Size),
     PopSlice(Size),
+    PushEntire(Size),
+    PopEntire(Size),
 }
 
 fn common_op() -> impl Strategy<Value = Op> {
@@ -340,6 +343,8 @@ fn byte_op() -> impl Strategy<Value = Op> {
         1 => Just(Op::ReadToEnd),
         1 => size().prop_map(Op::PushSlice),
         1 => size().prop_map(Op::PopSlice),
+        1 => size().prop_map(Op::PushEntire),
+        1 => size().prop_map(Op::PopEntire),
     ]
 }
 
@@ -849,7 +854,9 @@ impl<R: Value, P: Value> Pair<R, P> {
             | Op::ReadExact(_)
             | Op::ReadToEnd
             | Op::PushSlice(_)
-            | Op::PopSlice(_) => unreachable!("byte operations run on u8 queues only"),
+            | Op::PopSlice(_)
+            | Op::PushEntire(_)
+            | Op::PopEntire(_) => unreachable!("byte operations run on u8 queues only"),
         }
         Ok(())
     }
@@ -919,6 +926,30 @@ impl Pair<u8, u8> {
                     prop_assert_eq!(pitlane, rtrb, "{:?} of {} bytes", op, buf.len());
                 }
             }
+            Op::PushEntire(len) => {
+                let Some(free) = self.rp.as_ref().map(|rp| rp.slots()) else {
+                    return Ok(());
+                };
+                let buf = self.bytes(len.resolve(free, capacity));
+                let (Some(rp), Some(pp)) = (&mut self.rp, &mut self.pp) else {
+                    return Ok(());
+                };
+                let rtrb = rp.push_entire_slice(&buf).map_err(chunk_error);
+                let pitlane = pp.push_entire_slice(&buf);
+                prop_assert_eq!(pitlane, rtrb, "push_entire_slice of {} bytes", buf.len());
+            }
+            Op::PopEntire(len) => {
+                let (Some(rc), Some(pc)) = (&mut self.rc, &mut self.pc) else {
+                    return Ok(());
+                };
+                let len = len.resolve(rc.slots(), capacity);
+                let mut rtrb_buf = vec![0xEE; len];
+                let mut pitlane_buf = vec![0xEE; len];
+                let rtrb = rc.pop_entire_slice(&mut rtrb_buf).map_err(chunk_error);
+                let pitlane = pc.pop_entire_slice(&mut pitlane_buf);
+                prop_assert_eq!(pitlane, rtrb, "pop_entire_slice into {} bytes", len);
+                prop_assert_eq!(pitlane_buf, rtrb_buf, "the bytes popped");
+            }
             Op::Flush => {
                 let (Some(rp), Some(pp)) = (&mut self.rp, &mut self.pp) else {
                     return Ok(());
@@ -978,6 +1009,12 @@ impl Pair<u8, u8> {
         }
         Ok(())
     }
+}
+
+/// rtrb's chunk error as pitlane's (the same one variant).
+fn chunk_error(error: rtrb::chunks::ChunkError) -> ChunkError {
+    let rtrb::chunks::ChunkError::TooFewSlots(available) = error;
+    ChunkError::TooFewSlots(available)
 }
 
 /// Runs `case` on both sides, `step` doing each operation.
