@@ -84,28 +84,63 @@ fn map_with(len: usize, flags: libc::c_int) -> Option<NonNull<u8>> {
 }
 
 /// Maps `len` bytes (a multiple of [`granule`]) aligned to `align` (a power of two, at least
-/// [`OS_PAGE`]): maps
-/// `len + align` and gives back the parts before and after the aligned run.
+/// [`OS_PAGE`]), with [`map`]'s accounting (or [`map_reserve`]'s, with `reserve`). It first
+/// reserves `len + align` bytes of address space that cannot be touched, which the kernel's
+/// overcommit policy does not count, then maps the aligned `len` bytes inside it in place and
+/// gives back the parts before and after them: the policy weighs the `len` bytes kept, not
+/// the whole span (an alignment of half the memory would otherwise be refused for asking
+/// twice, where glibc's `memalign` is served).
 pub(crate) fn map_aligned(len: usize, align: usize, reserve: bool) -> Option<NonNull<u8>> {
     let flags = if reserve { libc::MAP_NORESERVE } else { 0 };
     if align <= OS_PAGE {
         return map_with(len, flags);
     }
     let over = len.checked_add(align)?;
-    let raw = map_with(over, flags)?;
-    let start = raw.as_ptr();
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+    // existing memory; `PROT_NONE` and `MAP_NORESERVE`: address space only.
+    let span = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            over,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if span == libc::MAP_FAILED {
+        return None;
+    }
+    let start = span.cast::<u8>();
     let lead = start.align_offset(align);
-    // SAFETY: `lead < align`, so `start + lead + len` stays inside the `len + align` mapping.
+    // SAFETY: `lead < align`, so `start + lead + len` stays inside the `len + align` span.
     let aligned = unsafe { start.add(lead) };
+    // SAFETY: `MAP_FIXED` replaces pages of the span just reserved, which nothing else can
+    // have mapped or be using: the aligned run becomes ordinary memory, in place.
+    let kept = unsafe {
+        libc::mmap(
+            aligned.cast(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | flags,
+            -1,
+            0,
+        )
+    };
+    if kept == libc::MAP_FAILED {
+        unmap(start, over);
+        return None;
+    }
     if lead > 0 {
         unmap(start, lead);
     }
     let tail = align - lead;
     if tail > 0 {
-        // SAFETY: the tail starts `len` bytes after `aligned`, inside the mapping.
+        // SAFETY: the tail starts `len` bytes after `aligned`, inside the span.
         unmap(unsafe { aligned.add(len) }, tail);
     }
-    NonNull::new(aligned)
+    // The pointer the kernel gave for the mapping kept (the same address as `aligned`).
+    NonNull::new(kept.cast::<u8>())
 }
 
 /// Gives back a mapping (or part of one) made by [`map`].
