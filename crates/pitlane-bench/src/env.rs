@@ -1,7 +1,5 @@
 //! What machine and build produced a report.
 
-use std::process::Command;
-
 /// The environment of a run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Machine {
@@ -13,7 +11,8 @@ pub struct Machine {
     pub os: String,
     /// The compiler that built the benchmarks.
     pub rustc: String,
-    /// The commit of the source tree, with `-dirty` when it had uncommitted changes.
+    /// The commit of the source tree the benchmarks were built from, with `-dirty` when it had
+    /// uncommitted changes then.
     pub git_commit: String,
 }
 
@@ -25,7 +24,9 @@ impl Machine {
             cores: cores(),
             os: os_name(),
             rustc: env!("PITLANE_RUSTC_VERSION").to_string(),
-            git_commit: git_commit().unwrap_or_else(|| "unknown".into()),
+            // Read when the benchmarks were built (see `build.rs`), so that a binary run after
+            // the tree moved on still names its own source.
+            git_commit: env!("PITLANE_GIT_COMMIT").to_string(),
         }
     }
 }
@@ -60,27 +61,6 @@ fn os_name() -> String {
         (None, Some(k)) => format!("Linux {k}"),
         (None, None) => std::env::consts::OS.to_string(),
     }
-}
-
-fn git_commit() -> Option<String> {
-    let dir = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new("git")
-        .args(["-C", dir, "rev-parse", "HEAD"])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let mut commit = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    let dirty = Command::new("git")
-        .args(["-C", dir, "status", "--porcelain", "--untracked-files=no"])
-        .output()
-        .ok()
-        .is_some_and(|o| !o.stdout.is_empty());
-    if dirty {
-        commit.push_str("-dirty");
-    }
-    Some(commit)
 }
 
 /// How the machine behaved around a run: shared virtual machines change under a benchmark
