@@ -173,10 +173,10 @@
 //! their names and behaviour, and the values left in a dropped queue are dropped oldest first,
 //! as `SegQueue`'s. What is added: single attempts that may fail ([`Queue::try_push`],
 //! [`Queue::try_pop`], above), a choice of segment size ([`Queue::with_segment_size`]),
-//! per-thread handles ([`Queue::handle`]) and revocable pushes
-//! ([`RevocableBag`]). What differs: `push` panics where the
-//! allocator refuses a segment (`SegQueue`'s aborts the process), `Debug` shows the segment
-//! size and the length, and `into_iter`'s `size_hint` has an upper bound.
+//! per-thread handles ([`Queue::handle`]) and revocable pushes ([`RevocableBag`]). What
+//! differs: `push` panics where the allocator refuses a segment (`SegQueue`'s aborts the
+//! process), `Debug` shows the segment size and the length, and `into_iter`'s `size_hint` has
+//! an upper bound.
 //! `tests/differential_segqueue.rs` runs random scripts on a `SegQueue` and on queues of
 //! several segment sizes side by side and compares every result and every drop, in order;
 //! crossbeam's own `SegQueue` test file runs against this type in CI

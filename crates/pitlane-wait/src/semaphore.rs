@@ -23,7 +23,10 @@
 //!
 //! Linearization points: the compare-and-swap on the tail (an acquire that completes at once,
 //! a `try_acquire`, a release to an empty queue, `forget_permits`), the dequeue of a waiter
-//! under the lock (an acquire that waited), the drain's swap (close).
+//! under the lock (an acquire that waited and is polled while the semaphore is still open),
+//! the drain's swap (close). An acquire that waited and is polled after a close fails at that
+//! poll; until then the permits it was given are its own, counted neither as free nor as held
+//! by a permit, as the partial permits of any waiter are (tokio's semaphore behaves the same).
 
 use core::fmt;
 use core::pin::Pin;
