@@ -147,9 +147,10 @@
 //!
 //! Values still in the queue when both ends are gone are dropped, exactly once and oldest first
 //! (as rtrb's), by whichever end is dropped last. Each end can ask
-//! [`Producer::is_abandoned`] / [`Consumer::is_abandoned`] whether the other is gone. Neither end is `Clone`; both are `Send` when `T` is, and both
-//! are `UnwindSafe` and `RefUnwindSafe`: a panic in user code (an iterator, a `Clone`, a
-//! `Drop`) leaves an end consistent, with every value it had taken in or out accounted for.
+//! [`Producer::is_abandoned`] / [`Consumer::is_abandoned`] whether the other is gone. Neither
+//! end is `Clone`; both are `Send` when `T` is, and both are `UnwindSafe` and
+//! `RefUnwindSafe`: a panic in user code (an iterator, a `Clone`, a `Drop`) leaves an end
+//! consistent, with every value it had taken in or out accounted for.
 //!
 //! # Coming from rtrb
 //!
