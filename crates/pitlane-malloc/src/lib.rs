@@ -314,12 +314,19 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
     allocate(size, align.max(MALLOC_ALIGN))
 }
 
-/// The obsolete name of [`aligned_alloc`].
+/// The obsolete form of [`aligned_alloc`], as lenient as glibc's: an alignment that is not a
+/// power of two is rounded up to the next one (0 asks for no more than `malloc`'s), since
+/// programs written against glibc may pass one; past the largest power of two, null and
+/// `EINVAL`.
 ///
 /// # Safety
 /// As [`malloc`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    let Some(align) = align.max(1).checked_next_power_of_two() else {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    };
     // SAFETY: forwarded.
     unsafe { aligned_alloc(align, size) }
 }

@@ -190,6 +190,21 @@ static void aligned_cases(void) {
     errno = 0;
     CHECK(aligned_alloc(64, SIZE_MAX) == NULL && errno == ENOMEM);
 
+    /* memalign, as glibc's: any alignment, rounded up to a power of two (0: malloc's). */
+    {
+        static const size_t odd[] = {0, 3, 24, 48, 100, 4095, 4097, 3 << 20};
+        for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+            size_t want = 1;
+            while (want < odd[i]) want <<= 1;
+            void *m = memalign(odd[i], 100);
+            CHECK(m != NULL && aligned(m, want));
+            memset(m, 0x5a, 100);
+            free(m);
+        }
+        errno = 0;
+        CHECK(memalign(SIZE_MAX / 2 + 2, 16) == NULL && errno == EINVAL);
+    }
+
     /* posix_memalign: EINVAL for a bad alignment, ENOMEM when too big; *p untouched. */
     /* errno is left alone too, also when the failure comes from the OS refusing a mapping
      * (the last two). */
