@@ -187,6 +187,19 @@ fn foreign_free(block: *mut u8) {
     );
 }
 
+/// `realloc` of a pointer outside every mapping of ours: reported once; the block is left as
+/// it was (the caller keeps it, as after any failed `realloc`).
+#[cold]
+#[inline(never)]
+fn foreign_realloc(block: *mut u8) {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    report_once(
+        &REPORTED,
+        b"pitlane-malloc: realloc() of a pointer it did not allocate: 0x",
+        block,
+    );
+}
+
 /// A small block freed twice in a row: reported once, the second free ignored.
 #[cold]
 #[inline(never)]
@@ -267,7 +280,7 @@ pub unsafe extern "C" fn realloc(block: *mut c_void, size: usize) -> *mut c_void
     // SAFETY: as in `release_large`.
     if !unsafe { raw::owns_block(old) } {
         // Not ours: nothing can be copied safely (its size is unknown).
-        foreign_free(old);
+        foreign_realloc(old);
         set_errno(libc::ENOMEM);
         return ptr::null_mut();
     }

@@ -150,6 +150,14 @@ fn a_foreign_pointer_is_reported_once_and_survived() {
         .and_then(|word| word.strip_prefix("0x"))
         .and_then(|hex| usize::from_str_radix(hex, 16).ok());
     assert_eq!(reported, Some(foreign), "{stderr}");
+    // The foreign realloc, reported once, under its own name.
+    assert_eq!(
+        stderr
+            .matches("realloc() of a pointer it did not allocate: 0x")
+            .count(),
+        1,
+        "{stderr}"
+    );
     // The small block freed twice in a row, reported once too.
     assert_eq!(
         stderr

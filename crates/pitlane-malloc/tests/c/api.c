@@ -443,6 +443,11 @@ static int foreign_case(void) {
     free(not_from_malloc + 128);
     char on_stack[100];
     free(on_stack + 8);
+    /* realloc of a foreign pointer: null and ENOMEM, the block left as it was (reported). */
+    not_from_malloc[512] = 42;
+    errno = 0;
+    CHECK(realloc(not_from_malloc + 512, 4000) == NULL && errno == ENOMEM);
+    CHECK(not_from_malloc[512] == 42);
     void *fine = malloc(10);
     free(fine);
     /* A large block freed twice: its mapping is kept for reuse, so its header is still
