@@ -2,12 +2,12 @@
 //! allocator (the reference) and on `PitlaneAlloc`, side by side, and everything both promise
 //! is compared after every call.
 //!
-//! The reference is `System` through `GlobalAlloc`, given `Allocator`'s semantics exactly as
-//! allocator_api2's `Global` (and std's) builds them over `GlobalAlloc`: zero sizes get a
-//! dangling pointer, a resize at one alignment goes through `realloc`, one that changes the
-//! alignment allocates, copies and frees. (Not `Global` itself: under `--cfg
-//! pitlane_alloc_global` the global allocator of this binary *is* pitlane-alloc.) PitlaneAlloc
-//! is not this binary's global allocator otherwise, so a failure cannot hide in the harness.
+//! The reference is `System`, through `GlobalAlloc` and through allocator_api2's own
+//! `Allocator` for it (zero sizes get a dangling pointer, a resize at one alignment goes
+//! through `realloc`, one that changes the alignment allocates, copies and frees). (Not
+//! `Global`: under `--cfg pitlane_alloc_global` the global allocator of this binary *is*
+//! pitlane-alloc.) PitlaneAlloc is not this binary's global allocator otherwise, so a failure
+//! cannot hide in the harness.
 //!
 //! What is compared, call by call:
 //! - both succeed or both fail: on reasonable requests (sizes 0 to 4 MiB around the size
@@ -35,172 +35,26 @@
 //! Plus one plain test from several threads: blocks of every kind allocated on one thread,
 //! handed to the next through a channel, checked, resized and freed there.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use allocator_api2::alloc::{AllocError, Allocator};
+use allocator_api2::alloc::Allocator;
 use pitlane_alloc::{PitlaneAlloc, SMALL_MAX, raw};
 use pitlane_testkit::stress::run_threads;
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
-// The reference: `System` with `Allocator`'s semantics.
+// The reference: std's `System`, with allocator_api2's own `Allocator` for it (its `std`
+// feature, turned on for this crate's tests only).
 // ---------------------------------------------------------------------------------------------
 
-/// std's `System`, with `Allocator` built over its `GlobalAlloc` as allocator_api2 builds it
-/// for `Global` and `System`.
-#[derive(Clone, Copy, Debug, Default)]
-struct Reference;
-
-fn dangling(layout: Layout) -> NonNull<[u8]> {
-    let p = NonNull::new(ptr::without_provenance_mut::<u8>(layout.align()))
-        .expect("an alignment is never 0");
-    NonNull::slice_from_raw_parts(p, 0)
-}
+use std::alloc::System as Reference;
 
 fn block_of(p: *mut u8, len: usize) -> Option<NonNull<[u8]>> {
     NonNull::new(p).map(|p| NonNull::slice_from_raw_parts(p, len))
-}
-
-impl Reference {
-    fn alloc_impl(layout: Layout, zeroed: bool) -> Result<NonNull<[u8]>, AllocError> {
-        if layout.size() == 0 {
-            return Ok(dangling(layout));
-        }
-        // SAFETY: a layout of non-zero size.
-        let p = unsafe {
-            if zeroed {
-                System.alloc_zeroed(layout)
-            } else {
-                System.alloc(layout)
-            }
-        };
-        block_of(p, layout.size()).ok_or(AllocError)
-    }
-
-    /// # Safety
-    /// As `Allocator::grow`.
-    unsafe fn grow_impl(
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-        zeroed: bool,
-    ) -> Result<NonNull<[u8]>, AllocError> {
-        if old.size() == 0 {
-            return Self::alloc_impl(new, zeroed);
-        }
-        if old.align() == new.align() {
-            // SAFETY: a live block of `System` with `old`; `new` is a valid layout of the same
-            // alignment and a size at least the old one's, above 0.
-            let p = unsafe { System.realloc(ptr.as_ptr(), old, new.size()) };
-            let grown = block_of(p, new.size()).ok_or(AllocError)?;
-            if zeroed {
-                // SAFETY: the bytes past the old size belong to the grown block.
-                unsafe { p.add(old.size()).write_bytes(0, new.size() - old.size()) };
-            }
-            return Ok(grown);
-        }
-        let fresh = Self::alloc_impl(new, zeroed)?;
-        // SAFETY: two distinct live blocks of at least `old.size()` bytes; the old one is
-        // freed once, with its layout.
-        unsafe {
-            ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.cast::<u8>().as_ptr(), old.size());
-            System.dealloc(ptr.as_ptr(), old);
-        }
-        Ok(fresh)
-    }
-}
-
-// SAFETY: every block comes from `System` (or is dangling for size 0), which hands out valid,
-// aligned, distinct blocks; resizes keep the contents as `Allocator` requires.
-unsafe impl Allocator for Reference {
-    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        Self::alloc_impl(layout, false)
-    }
-
-    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        Self::alloc_impl(layout, true)
-    }
-
-    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
-        if layout.size() != 0 {
-            // SAFETY: forwarded from the caller; a non-zero size is a `System` block.
-            unsafe { System.dealloc(ptr.as_ptr(), layout) }
-        }
-    }
-
-    unsafe fn grow(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, AllocError> {
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::grow_impl(ptr, old, new, false) }
-    }
-
-    unsafe fn grow_zeroed(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, AllocError> {
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::grow_impl(ptr, old, new, true) }
-    }
-
-    unsafe fn shrink(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<[u8]>, AllocError> {
-        if new.size() == 0 {
-            // SAFETY: forwarded from the caller.
-            unsafe { self.deallocate(ptr, old) };
-            return Ok(dangling(new));
-        }
-        if old.align() == new.align() {
-            // SAFETY: a live block of `System` with `old` (`old.size() >= new.size() > 0`);
-            // `new` is a valid layout of the same alignment.
-            let p = unsafe { System.realloc(ptr.as_ptr(), old, new.size()) };
-            return block_of(p, new.size()).ok_or(AllocError);
-        }
-        let fresh = Self::alloc_impl(new, false)?;
-        // SAFETY: two distinct live blocks of at least `new.size()` bytes; the old one is
-        // freed once, with its layout.
-        unsafe {
-            ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.cast::<u8>().as_ptr(), new.size());
-            System.dealloc(ptr.as_ptr(), old);
-        }
-        Ok(fresh)
-    }
-}
-
-// SAFETY: forwards to `System`.
-unsafe impl GlobalAlloc for Reference {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded from the caller.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded from the caller.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded from the caller.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded from the caller.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

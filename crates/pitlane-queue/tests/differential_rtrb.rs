@@ -661,11 +661,7 @@ impl<R: Value, P: Value> Pair<R, P> {
                     }
                     (rtrb, pitlane) => prop_assert_eq!(
                         pitlane.map(|chunk| chunk.len()),
-                        rtrb.map(|chunk| chunk.len()).map_err(
-                            |rtrb::chunks::ChunkError::TooFewSlots(a)| {
-                                ChunkError::TooFewSlots(a)
-                            }
-                        ),
+                        rtrb.map(|chunk| chunk.len()).map_err(chunk_error),
                         "write_chunk_uninit({})",
                         n
                     ),
@@ -707,11 +703,7 @@ impl<R: Value, P: Value> Pair<R, P> {
                     }
                     (rtrb, pitlane) => prop_assert_eq!(
                         pitlane.map(|chunk| chunk.len()),
-                        rtrb.map(|chunk| chunk.len()).map_err(
-                            |rtrb::chunks::ChunkError::TooFewSlots(a)| {
-                                ChunkError::TooFewSlots(a)
-                            }
-                        ),
+                        rtrb.map(|chunk| chunk.len()).map_err(chunk_error),
                         "write_chunk_uninit({})",
                         n
                     ),
@@ -792,11 +784,7 @@ impl<R: Value, P: Value> Pair<R, P> {
                     }
                     (rtrb, pitlane) => prop_assert_eq!(
                         pitlane.map(|chunk| chunk.len()),
-                        rtrb.map(|chunk| chunk.len()).map_err(
-                            |rtrb::chunks::ChunkError::TooFewSlots(a)| {
-                                ChunkError::TooFewSlots(a)
-                            }
-                        ),
+                        rtrb.map(|chunk| chunk.len()).map_err(chunk_error),
                         "read_chunk({})",
                         n
                     ),
