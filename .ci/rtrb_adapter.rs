@@ -9,16 +9,21 @@
 //! |---------------------------------------|----------------------------------------------------------|
 //! | `RingBuffer::new(n)`                  | `channel(n)` (panics as rtrb's does on a bad capacity)   |
 //! | `Producer::push` / `Consumer::pop`    | `try_push` / `try_pop`                                   |
-//! | `peek`, `slots`, `is_full`, `is_empty`, `is_abandoned` | the same names                          |
+//! | `peek`, `slots`, `cached_slots`       | the same names                                           |
+//! | `is_full`, `is_empty`, `is_abandoned` | the same names                                           |
 //! | `buffer().capacity()`                 | `capacity()`, read once when the ends are made           |
-//! | `write_chunk_uninit`, `read_chunk`    | the same names; the chunk types are pitlane's own        |
+//! | `write_chunk`, `write_chunk_uninit`   | the same names; the chunk types are pitlane's own        |
+//! | `read_chunk`                          | the same name; pitlane's `ReadChunk` is its own iterator |
+//! | `ReadChunkIntoIter::iterated`         | `ReadChunk::iterated`, reached through `into_iter()`     |
 //! | `push_partial_slice(s)`               | `push_slice(s)`, its count turned into `s.split_at`      |
 //! | `pop_partial_slice(s)`                | `pop_slice(s)`, its count turned into `s.split_at_mut`   |
+//! | `pop_partial_slice_uninit`            | the same name                                            |
+//! | `pop_entire_slice_uninit`             | the same name                                            |
 //! | `PushError`, `PopError`, `PeekError`  | pitlane's `PushError`, `PopError`, `PopError`            |
 //! | `chunks::ChunkError`                  | pitlane's `ChunkError` (the same shape)                  |
 //! | `io::Write` / `io::Read` for `u8`     | pitlane's impls, forwarded                               |
 //!
-//! What rtrb has and pitlane has not (`write_chunk` for `T: Default`, `as_slices`, equality of
+//! What rtrb has and pitlane has not (`as_slices`/`as_mut_slices` on any chunk, equality of
 //! ends, a capacity of 0, ...) is not made up here: the tests that need it are skipped by the
 //! script, each with its reason.
 #![forbid(unsafe_code)]
@@ -34,7 +39,7 @@ pub type PeekError = PopError;
 
 /// rtrb's `chunks` module: pitlane's chunk types under rtrb's path.
 pub mod chunks {
-    pub use pitlane_queue::spsc::{ChunkError, ReadChunk, WriteChunkUninit};
+    pub use pitlane_queue::spsc::{ChunkError, ReadChunk, WriteChunk, WriteChunkUninit};
 }
 
 /// What rtrb's ends share; here it only answers `capacity`, which pitlane's ends report.
@@ -87,6 +92,10 @@ impl<T> Producer<T> {
         self.inner.slots()
     }
 
+    pub fn cached_slots(&self) -> usize {
+        self.inner.cached_slots()
+    }
+
     pub fn is_full(&self) -> bool {
         self.inner.is_full()
     }
@@ -97,6 +106,13 @@ impl<T> Producer<T> {
 
     pub fn buffer(&self) -> &RingBuffer<T> {
         &self.buffer
+    }
+
+    pub fn write_chunk(&mut self, n: usize) -> Result<chunks::WriteChunk<'_, T>, chunks::ChunkError>
+    where
+        T: Default,
+    {
+        self.inner.write_chunk(n)
     }
 
     pub fn write_chunk_uninit(
@@ -151,6 +167,10 @@ impl<T> Consumer<T> {
         self.inner.slots()
     }
 
+    pub fn cached_slots(&self) -> usize {
+        self.inner.cached_slots()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.inner.is_empty()
     }
@@ -173,6 +193,26 @@ impl<T> Consumer<T> {
     {
         let popped = self.inner.pop_slice(slice);
         slice.split_at_mut(popped)
+    }
+
+    pub fn pop_partial_slice_uninit<'a>(
+        &mut self,
+        slice: &'a mut [core::mem::MaybeUninit<T>],
+    ) -> (&'a mut [T], &'a mut [core::mem::MaybeUninit<T>])
+    where
+        T: Copy,
+    {
+        self.inner.pop_partial_slice_uninit(slice)
+    }
+
+    pub fn pop_entire_slice_uninit<'a>(
+        &mut self,
+        slice: &'a mut [core::mem::MaybeUninit<T>],
+    ) -> Result<&'a mut [T], chunks::ChunkError>
+    where
+        T: Copy,
+    {
+        self.inner.pop_entire_slice_uninit(slice)
     }
 }
 

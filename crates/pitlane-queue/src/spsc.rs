@@ -101,17 +101,29 @@
 //!   consumer's position: the value that would come next has not been pushed.
 //! - A chunk commit of `k` slots is not one atomic step but `k` pushes (pops), each taking
 //!   effect at its own store, first slot first; the other end may see any prefix of them, and
-//!   never a later slot without the earlier ones. Getting a chunk changes nothing in the queue;
+//!   never a later slot without the earlier ones. Getting a chunk changes nothing in the queue
+//!   (nor does filling a [`WriteChunk`] with defaults, or changing a chunk's values in place);
 //!   a chunk that could not be had takes effect at the `Acquire` load that found its far slot
 //!   unusable, and the count in its [`ChunkError`] is a snapshot taken just after.
+//!   `pop_entire_slice_uninit` is the commit of a read chunk and `pop_partial_slice_uninit`
+//!   a run of single pops: one pop per value, each at its own store of *empty*.
+//! - `cached_slots` reads nothing the other end writes, so it is no snapshot of the queue:
+//!   it is what this end has claimed, which the other end can only make more room (values)
+//!   beyond, so it is at most what `slots` would count at any instant of the call.
 //!
 //! # Chunks: values written and read in place
 //!
 //! [`Producer::write_chunk_uninit`] reserves `n` free slots at once and lets the caller write
 //! each value where it will sit ([`WriteChunkUninit::slot`]); [`WriteChunkUninit::commit`]
-//! publishes them. [`Consumer::read_chunk`] lends `n` queued values in place
-//! ([`ReadChunk::get`], [`ReadChunk::iter`]); [`ReadChunk::commit`] takes them out, and the
-//! chunk's iterator moves them out one by one. Getting a chunk is one probe, as for a batch:
+//! publishes them. [`Producer::write_chunk`] does the same for a `T: Default` without `unsafe`:
+//! it fills the slots with `T::default()`, lends the values to change in place
+//! ([`WriteChunk::get_mut`], [`WriteChunk::iter_mut`]), and [`WriteChunk::commit`] publishes
+//! some or all of them and drops the rest. [`Consumer::read_chunk`] lends `n` queued values in
+//! place ([`ReadChunk::get`], [`ReadChunk::iter`], and [`ReadChunk::get_mut`],
+//! [`ReadChunk::iter_mut`] to change them); [`ReadChunk::commit`] takes them out, and the
+//! chunk's iterator moves them out one by one. [`Consumer::pop_entire_slice_uninit`] and
+//! [`Consumer::pop_partial_slice_uninit`] copy values out into memory that need not be
+//! initialised. Getting a chunk is one probe, as for a batch:
 //! the far slot of the stretch is empty (full), so every slot before it is. A chunk may wrap
 //! around the ring's end. After a chunk, the end starts over with a fresh probe where the chunk
 //! ended. `std::io::Write` for `Producer<u8>` and `std::io::Read` for `Consumer<u8>` move bytes
@@ -149,8 +161,8 @@
 //! (as rtrb's), by whichever end is dropped last. Each end can ask
 //! [`Producer::is_abandoned`] / [`Consumer::is_abandoned`] whether the other is gone. Neither
 //! end is `Clone`; both are `Send` when `T` is, and both are `UnwindSafe` and
-//! `RefUnwindSafe`: a panic in user code (an iterator, a `Clone`, a `Drop`) leaves an end
-//! consistent, with every value it had taken in or out accounted for.
+//! `RefUnwindSafe`: a panic in user code (an iterator, a `Clone`, a `Default`, a `Drop`) leaves
+//! an end consistent, with every value it had taken in or out accounted for.
 //!
 //! # Coming from rtrb
 //!
@@ -160,9 +172,12 @@
 //! vocabulary keeps `push`/`pop` for calls that retry transient failures),
 //! `buffer().capacity()` is `capacity()`, `push_partial_slice`/`pop_partial_slice` are
 //! [`Producer::push_slice`]/[`Consumer::pop_slice`] (they return a count, not the two halves
-//! of the slice), and `PeekError` is [`PopError`]; `peek`, `slots`, `is_full`, `is_empty`,
-//! `is_abandoned`, `push_entire_slice`, `pop_entire_slice`, `write_chunk_uninit`,
-//! `fill_from_iter`, `read_chunk`, `commit`, `commit_all` and [`ChunkError`] keep their names.
+//! of the slice), `ReadChunkIntoIter::iterated` is [`ReadChunk::iterated`] (a read chunk is
+//! its own iterator), and `PeekError` is [`PopError`]; `peek`, `slots`, `cached_slots`,
+//! `is_full`, `is_empty`, `is_abandoned`, `push_entire_slice`, `pop_entire_slice`,
+//! `pop_entire_slice_uninit`, `pop_partial_slice_uninit`, `write_chunk`, `write_chunk_uninit`,
+//! `fill_from_iter`, `read_chunk`, `commit`, `commit_all`, [`WriteChunk`] and [`ChunkError`]
+//! keep their names.
 //! The capacity is exact, as rtrb's: a queue of `n` slots holds exactly `n` values, whatever
 //! the batch size (batches are how far one probe looks, never a unit of allocation).
 //!
@@ -171,9 +186,13 @@
 //!
 //! - A capacity of 0 is an error ([`ChannelError::ZeroCapacity`]); rtrb makes a queue that is
 //!   always full and always empty.
-//! - Chunks lend slots by index ([`WriteChunkUninit::slot`], [`ReadChunk::get`]), not as the
-//!   two slices of rtrb's `as_slices`/`as_mut_slices`, and there is no `write_chunk` of
-//!   `Default` values: see "Chunks" above for why the values are not contiguous.
+//! - Chunks lend slots by index ([`WriteChunkUninit::slot`], [`WriteChunk::get_mut`],
+//!   [`ReadChunk::get`], [`ReadChunk::get_mut`], and the chunks' `iter`/`iter_mut`), not as
+//!   the two slices of rtrb's `as_slices`/`as_mut_slices`: see "Chunks" above for why the
+//!   values are not contiguous.
+//! - `cached_slots` keeps rtrb's promise (a lower bound of `slots`, read without touching
+//!   what the other end writes), not rtrb's numbers: rtrb's counts from indices that every
+//!   `slots()` refreshes, this one is the run the end's last probe claimed, and is often 0.
 //! - A zero-sized `T` still costs each slot its state byte, so `usize::MAX / 2` slots of `()`,
 //!   which rtrb allocates as nothing, fail with [`ChannelError::OutOfMemory`].
 //! - `io::Write` on a producer whose consumer is gone fails with `BrokenPipe`, and `io::Read`
@@ -181,9 +200,9 @@
 //!   reports `WouldBlock` in both cases.
 //! - The errors' `Debug` and `Display` texts are the crate's own, and the ends do not
 //!   implement `PartialEq`.
-//! - Not here: `pop_partial_slice_uninit`, `pop_entire_slice_uninit`, `cached_slots`,
-//!   `ReadChunkIntoIter::iterated`, and changing a read chunk's values in place (rtrb's
-//!   `ReadChunk::as_mut_slices`).
+//! - Not here: `as_slices`/`as_mut_slices` (above), rtrb's `From<WriteChunkUninit>` for
+//!   `WriteChunk` (get the [`WriteChunk`] from [`Producer::write_chunk`]), and the
+//!   `ReadChunkIntoIter` type (a [`ReadChunk`] iterates itself).
 //!
 //! `tests/differential_rtrb.rs` runs random scripts of these operations on rtrb and on this
 //! module side by side and compares every result, every query and every value dropped, in
@@ -1178,10 +1197,10 @@ pub struct Consumer<T> {
     shared: NonNull<Shared<T>>,
 }
 
-// SAFETY: the consumer moves `T`s out of the ring (and lends `&T` only while borrowed itself:
-// `peek`, a read chunk; it is not `Sync`, and the producer does not touch a full slot); its
-// pointers are only used by this end, under the protocol, and the box lives until both ends
-// leave.
+// SAFETY: the consumer moves `T`s out of the ring (and lends `&T` or `&mut T` only while
+// borrowed itself: `peek`, a read chunk; it is not `Sync`, and the producer does not touch a
+// full slot); its pointers are only used by this end, under the protocol, and the box lives
+// until both ends leave.
 unsafe impl<T: Send> Send for Consumer<T> {}
 
 impl<T> Consumer<T> {
@@ -1302,6 +1321,111 @@ impl<T> Consumer<T> {
             *place = value;
         }
         Ok(())
+    }
+
+    /// Pops exactly `buf.len()` values into `buf`, a buffer that need not be initialised,
+    /// oldest first, and returns it as the initialised slice it now is; or, if fewer values
+    /// are queued, pops none and leaves `buf` untouched (rtrb's `pop_entire_slice_uninit`).
+    /// The buffer may be the spare capacity of a `Vec` ([`Vec::spare_capacity_mut`]) or
+    /// memory handed over by foreign code. Each value is one pop, first value first, taking
+    /// effect at its slot's store of *empty*.
+    ///
+    /// # Errors
+    /// [`ChunkError::TooFewSlots`] with the number of values queued.
+    ///
+    /// ```
+    /// use std::mem::MaybeUninit;
+    /// use pitlane_queue::spsc::{self, ChunkError};
+    ///
+    /// let (mut producer, mut consumer) = spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let mut buffer = [MaybeUninit::<i32>::uninit(); 4];
+    /// assert_eq!(consumer.pop_entire_slice_uninit(&mut buffer), Err(ChunkError::TooFewSlots(3)));
+    /// let popped = consumer.pop_entire_slice_uninit(&mut buffer[..2])?;
+    /// assert_eq!(popped, [1, 2]);
+    ///
+    /// // Straight into a vector's spare capacity.
+    /// let mut values = Vec::with_capacity(8);
+    /// assert_eq!(consumer.pop_entire_slice_uninit(values.spare_capacity_mut())
+    ///     .unwrap_err(), ChunkError::TooFewSlots(1));
+    /// let popped = consumer.pop_entire_slice_uninit(&mut values.spare_capacity_mut()[..1])?;
+    /// assert_eq!(popped, [3]);
+    /// // SAFETY: the first element of the spare capacity was initialised just above.
+    /// unsafe { values.set_len(1) };
+    /// assert_eq!(values, [3]);
+    /// # Ok::<(), ChunkError>(())
+    /// ```
+    pub fn pop_entire_slice_uninit<'a>(
+        &mut self,
+        buf: &'a mut [MaybeUninit<T>],
+    ) -> Result<&'a mut [T], ChunkError>
+    where
+        T: Copy,
+    {
+        let len = buf.len();
+        let mut chunk = self.read_chunk(len)?;
+        // The chunk holds exactly `len` values, so each place gets one: `take_next` is called
+        // `len` times, never past the chunk's end. `T: Copy`, so nothing here can panic and no
+        // `Drop` runs.
+        for place in buf.iter_mut() {
+            place.write(chunk.take_next());
+        }
+        // SAFETY: each of the `len` elements of `buf` was written just above;
+        // `MaybeUninit<T>` has the size, alignment and ABI of `T`, so `len` initialised
+        // elements are `len` valid `T`s; the pointer is derived from `buf` (no integer cast)
+        // and the new slice takes over its exclusive borrow for `'a`.
+        Ok(unsafe { core::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<T>(), len) })
+    }
+
+    /// Pops values into `buf`, a buffer that need not be initialised, oldest first, until it
+    /// is full or the queue is empty, and returns the two parts of `buf`: the values popped,
+    /// now initialised, and the rest, untouched (rtrb's `pop_partial_slice_uninit`; the
+    /// counterpart of [`pop_slice`](Self::pop_slice) for uninitialised memory). Each value is
+    /// one pop, taking effect at its slot's store of *empty*; no value is popped once there
+    /// is no place left for it.
+    ///
+    /// ```
+    /// use std::mem::MaybeUninit;
+    ///
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let mut values: Vec<i32> = Vec::with_capacity(5);
+    /// let (popped, rest) = consumer.pop_partial_slice_uninit(values.spare_capacity_mut());
+    /// assert_eq!(popped, [1, 2, 3]);
+    /// popped[0] = -1; // the popped part is an ordinary `&mut [i32]`
+    /// rest[0] = MaybeUninit::new(4); // the rest is still uninitialised memory
+    /// // SAFETY: the three values popped and the one written into the rest are initialised.
+    /// unsafe { values.set_len(4) };
+    /// assert_eq!(values, [-1, 2, 3, 4]);
+    ///
+    /// producer.push_slice(&[5, 6]);
+    /// let mut short = [MaybeUninit::uninit(); 1];
+    /// let (popped, rest) = consumer.pop_partial_slice_uninit(&mut short);
+    /// assert_eq!((popped.len(), rest.len()), (1, 0));
+    /// assert_eq!(popped, [5]);
+    /// assert_eq!(consumer.try_pop(), Ok(6));
+    /// ```
+    #[must_use = "the first slice holds the values popped; without it they are lost to the caller"]
+    pub fn pop_partial_slice_uninit<'a>(
+        &mut self,
+        buf: &'a mut [MaybeUninit<T>],
+    ) -> (&'a mut [T], &'a mut [MaybeUninit<T>])
+    where
+        T: Copy,
+    {
+        let mut popped = 0;
+        // `zip` asks `buf` first: no value is popped once there is no place for it.
+        for (place, value) in buf.iter_mut().zip(self.try_iter()) {
+            place.write(value);
+            popped += 1;
+        }
+        let (values, rest) = buf.split_at_mut(popped);
+        // SAFETY: the first `popped` elements of `buf`, which are `values`, were written just
+        // above; `MaybeUninit<T>` has the layout of `T`; the pointer is derived from `values`
+        // (no integer cast) and the new slice takes over its exclusive borrow for `'a`.
+        let values =
+            unsafe { core::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<T>(), popped) };
+        (values, rest)
     }
 
     /// The number of slots in the ring.
@@ -1558,6 +1682,84 @@ impl<T> Producer<T> {
     pub fn slots(&self) -> usize {
         self.free_slots()
     }
+
+    /// How many values this end knows it can push without reading any shared state: the free
+    /// slots it has already claimed (the rest of the run its last probe found), with no
+    /// atomic load at all (rtrb's `cached_slots`).
+    ///
+    /// It is a lower bound of [`slots`](Self::slots) at every instant (the consumer only
+    /// frees more), and often a much lower one: it can be 0 while `slots()` is not, since
+    /// this end claims free slots only when a push finds none claimed, at most a batch at a
+    /// time, and a chunk gives its claim up. When it is not 0, that many pushes will succeed.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<u8>(8);
+    /// // Nothing claimed yet, though the whole ring is free.
+    /// assert_eq!((producer.cached_slots(), producer.slots()), (0, 8));
+    /// producer.try_push(1).unwrap(); // this push claims a run of free slots
+    /// let known = producer.cached_slots();
+    /// assert!(known <= producer.slots());
+    /// assert_eq!(producer.push_iter(std::iter::repeat(2).take(known)), known);
+    /// ```
+    pub fn cached_slots(&self) -> usize {
+        self.run.len()
+    }
+
+    /// Reserves the next `n` free slots, as [`write_chunk_uninit`](Self::write_chunk_uninit)
+    /// does, and fills each with `T::default()`, so that the values can be changed in place
+    /// ([`WriteChunk::get_mut`], [`WriteChunk::iter_mut`]) without `unsafe` and then published
+    /// together with [`WriteChunk::commit`] (rtrb's `write_chunk`). The chunk's slots are
+    /// reached by index, as a [`WriteChunkUninit`]'s are. `n = 0` gives an empty chunk.
+    ///
+    /// Nothing is published until a commit: getting the chunk changes nothing in the queue. If
+    /// `T::default()` panics, the values it made before are dropped and the producer is as it
+    /// was.
+    ///
+    /// # Errors
+    /// [`ChunkError::TooFewSlots`] with the number of free slots, if fewer than `n` are free.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<String>(4);
+    /// let mut chunk = producer.write_chunk(3)?;
+    /// for (i, value) in chunk.iter_mut().enumerate() {
+    ///     value.push_str(&"ab"[..i.min(2)]);
+    /// }
+    /// chunk.commit(2); // the third value (`"ab"`) is dropped, never published
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), ["", "a"]);
+    /// # Ok::<(), pitlane_queue::spsc::ChunkError>(())
+    /// ```
+    pub fn write_chunk(&mut self, n: usize) -> Result<WriteChunk<'_, T>, ChunkError>
+    where
+        T: Default,
+    {
+        let WriteChunkUninit {
+            producer,
+            start,
+            len,
+        } = self.write_chunk_uninit(n)?;
+        // Holds the values written so far (`chunk.len` of them, from the first slot): if
+        // `T::default()` panics, the unwinding drops `chunk`, and with it exactly those values;
+        // nothing is published and the producer has not moved.
+        let mut chunk = WriteChunk {
+            producer,
+            start,
+            len: 0,
+            published: 0,
+        };
+        let ring = chunk.producer.ring;
+        while chunk.len < len {
+            let value = T::default();
+            // SAFETY: `start < capacity` and `chunk.len < len <= capacity`; the producer has
+            // not left while the chunk borrows it.
+            let slot = unsafe { ring.slot_from(start, chunk.len) };
+            // SAFETY: the slot is empty (the chunk's last slot was seen empty with `Acquire`,
+            // and states change in ring order), so the consumer does not touch its value; the
+            // chunk borrows the producer mutably, so nothing else of this end reaches it.
+            slot.value.with_mut(|cell| unsafe { (*cell).write(value) });
+            chunk.len += 1;
+        }
+        Ok(chunk)
+    }
 }
 
 /// Free slots of a queue reserved by [`Producer::write_chunk_uninit`], written in place and
@@ -1738,6 +1940,244 @@ impl<T> fmt::Debug for WriteChunkUninit<'_, T> {
     }
 }
 
+/// Free slots of a queue reserved by [`Producer::write_chunk`], each holding a value (made by
+/// `T::default()`) to be changed in place and then published together.
+///
+/// The chunk owns its values until a commit publishes them: dropping it uncommitted drops
+/// every value and publishes nothing, and [`commit(n)`](Self::commit) publishes the first `n`
+/// and drops the others. Publishing stores *full* into each slot, in ring order, with
+/// `Release`, as [`WriteChunkUninit::commit`] does; each store is the linearization point of
+/// that value's push. Forgetting the chunk (`mem::forget`) publishes nothing and leaks its
+/// values: their slots stay free, and later pushes write over them without dropping them.
+///
+/// ```
+/// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u32>(8);
+/// let mut chunk = producer.write_chunk(3).unwrap();
+/// *chunk.get_mut(0).unwrap() = 7;
+/// assert_eq!(chunk.get(1), Some(&0)); // `u32::default()`
+/// chunk.commit_all();
+/// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [7, 0, 0]);
+/// ```
+pub struct WriteChunk<'a, T> {
+    producer: &'a mut Producer<T>,
+    start: usize,
+    /// How many slots, from the first, hold a value: all of them once
+    /// [`Producer::write_chunk`] has returned.
+    len: usize,
+    /// How many slots, from the first, a commit has published. The chunk owns the values of
+    /// the others (`published..len`), and its `drop` drops them.
+    published: usize,
+}
+
+impl<T> WriteChunk<'_, T> {
+    /// How many slots the chunk holds.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// assert_eq!(producer.write_chunk(3).unwrap().len(), 3);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the chunk holds no slot.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// assert!(producer.write_chunk(0).unwrap().is_empty());
+    /// assert!(!producer.write_chunk(1).unwrap().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The value in the `i`-th slot of the chunk, if `i < len()`.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<String>(4);
+    /// let chunk = producer.write_chunk(2).unwrap();
+    /// assert_eq!((chunk.get(1).map(String::as_str), chunk.get(2)), (Some(""), None));
+    /// ```
+    pub fn get(&self, i: usize) -> Option<&T> {
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: `start < capacity` and `i < len <= capacity`; the producer has not left while
+        // the chunk borrows it.
+        let slot = unsafe { self.producer.ring.slot_from(self.start, i) };
+        // SAFETY: the slot is empty, so the consumer does not touch its value, and it holds the
+        // value the chunk wrote (`i < len`, nothing published yet); only the chunk reaches it,
+        // and it cannot change it while `self` is borrowed.
+        Some(slot.value.with(|cell| unsafe { &*cell.cast::<T>() }))
+    }
+
+    /// The value in the `i`-th slot of the chunk, to change in place, if `i < len()`.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// let mut chunk = producer.write_chunk(2).unwrap();
+    /// *chunk.get_mut(1).unwrap() = 9;
+    /// assert!(chunk.get_mut(2).is_none());
+    /// chunk.commit_all();
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [0, 9]);
+    /// ```
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: as in `get`.
+        let slot = unsafe { self.producer.ring.slot_from(self.start, i) };
+        // SAFETY: as in `get`: the slot is empty, so the consumer does not touch it until a
+        // commit's `Release` store of full, which takes the chunk by value and so comes after
+        // this borrow of `self` ends; the value is initialised; and the borrow of `self` is
+        // exclusive, so no other reference to it exists meanwhile.
+        Some(
+            slot.value
+                .with_mut(|cell| unsafe { &mut *cell.cast::<T>() }),
+        )
+    }
+
+    /// The values of the chunk, in slot order, to change in place.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u32>(4);
+    /// let mut chunk = producer.write_chunk(4).unwrap();
+    /// for (value, square) in chunk.iter_mut().zip((1..).map(|i| i * i)) {
+    ///     *value = square;
+    /// }
+    /// chunk.commit_all();
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [1, 4, 9, 16]);
+    /// ```
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = &mut T> + '_ {
+        let (ring, start) = (self.producer.ring, self.start);
+        (0..self.len).map(move |i| {
+            // SAFETY: as in `get`: `i < len`.
+            let slot = unsafe { ring.slot_from(start, i) };
+            // SAFETY: as in `get_mut`, for the whole life of the iterator, which borrows `self`
+            // exclusively; each index comes once, so the references handed out are disjoint.
+            slot.value
+                .with_mut(|cell| unsafe { &mut *cell.cast::<T>() })
+        })
+    }
+
+    /// Publishes the values of the first `n` slots of the chunk and drops the others, whose
+    /// slots stay free. Nothing else is pushed meanwhile: the chunk borrows the producer.
+    ///
+    /// # Panics
+    /// If `n > len()`, as [`rtrb`](https://docs.rs/rtrb)'s commit does in debug builds (it
+    /// publishes `len()` in release builds): nothing is published then, and every value of the
+    /// chunk is dropped, as when it is dropped uncommitted. If a dropped value's `Drop`
+    /// panics, the first `n` are published all the same, the producer is just past them, and
+    /// the other values are dropped too (a second panic aborts, as in a `Vec`).
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// let mut chunk = producer.write_chunk(3).unwrap();
+    /// chunk.iter_mut().for_each(|value| *value = 5);
+    /// chunk.commit(2);
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [5, 5]);
+    /// assert_eq!(producer.slots(), 4);
+    /// ```
+    pub fn commit(mut self, n: usize) {
+        // A panic here drops `self` during the unwinding: every value, nothing published.
+        assert!(
+            n <= self.len,
+            "commit of {n} slots of a chunk of {}",
+            self.len
+        );
+        let ring = self.producer.ring;
+        for i in 0..n {
+            // SAFETY: as in `get`; the slot holds the value the chunk wrote, and the `Release`
+            // store hands it to the consumer: the linearization point of this value's push.
+            unsafe { ring.slot_from(self.start, i) }
+                .state
+                .store(FULL, Ordering::Release);
+        }
+        // From here the consumer may take and drop the first `n` values: the chunk no longer
+        // owns them.
+        self.published = n;
+        // The producer moves past the published slots before any user code (a value's `Drop`)
+        // runs, so that a panic there leaves it consistent.
+        self.producer.run = ring.empty_run_at((self.start + n) % ring.capacity);
+        // `self` is dropped here, and with it the values of the slots from `n` on.
+    }
+
+    /// Publishes every value of the chunk.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel::<u8>(2);
+    /// producer.write_chunk(2).unwrap().commit_all();
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [0, 0]);
+    /// ```
+    pub fn commit_all(self) {
+        let n = self.len;
+        self.commit(n);
+    }
+}
+
+/// Drops the values the chunk still owns: all of them if it was not committed, and nothing is
+/// published; the producer does not move. A value whose `Drop` panics does not stop the
+/// others from being dropped.
+impl<T> Drop for WriteChunk<'_, T> {
+    fn drop(&mut self) {
+        if !core::mem::needs_drop::<T>() {
+            return;
+        }
+        let mut rest = OwnedValues {
+            ring: self.producer.ring,
+            start: self.start,
+            next: self.published,
+            end: self.len,
+        };
+        rest.drop_values();
+    }
+}
+
+impl<T> fmt::Debug for WriteChunk<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteChunk")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// The values in the slots `next..end` from `start` (wrapping around the ring's end), which
+/// the producer holds in free slots (a [`WriteChunk`]'s) and must drop. If a value's `drop`
+/// panics, dropping this guard during the unwinding drops the values after it (as `Vec`
+/// does); a second panic aborts.
+///
+/// Invariant: `start < capacity`, `end <= capacity`, the producer has not left, and each slot
+/// of `next..end` is free (so the consumer does not touch it) and holds an initialised value
+/// that nothing else will drop or read.
+struct OwnedValues<T> {
+    ring: Ring<T>,
+    start: usize,
+    next: usize,
+    end: usize,
+}
+
+impl<T> OwnedValues<T> {
+    fn drop_values(&mut self) {
+        while self.next < self.end {
+            let i = self.next;
+            // Moved past before the drop, so that a panicking drop is not run again.
+            self.next += 1;
+            // SAFETY: by the invariant, `start < capacity` and `i < end <= capacity`.
+            let slot = unsafe { self.ring.slot_from(self.start, i) };
+            // SAFETY: by the invariant the slot holds an initialised value that only this
+            // guard drops, and the guard has moved past it, so it is dropped once.
+            slot.value
+                .with_mut(|cell| unsafe { cell.cast::<T>().drop_in_place() });
+        }
+    }
+}
+
+impl<T> Drop for OwnedValues<T> {
+    fn drop(&mut self) {
+        self.drop_values();
+    }
+}
+
 impl<T> Consumer<T> {
     /// The next `n` values, in place, to be read where they lie and then taken out together
     /// with [`ReadChunk::commit`] (or moved out one by one by its iterator), with no probe per
@@ -1786,11 +2226,38 @@ impl<T> Consumer<T> {
     pub fn slots(&self) -> usize {
         self.len()
     }
+
+    /// How many values this end knows it can pop without reading any shared state: the full
+    /// slots it has already claimed (the rest of the run its last probe found), with no
+    /// atomic load at all (rtrb's `cached_slots`).
+    ///
+    /// It is a lower bound of [`slots`](Self::slots) at every instant (the producer only adds
+    /// values), and often a much lower one: it can be 0 while `slots()` is not, since this
+    /// end claims values only when a pop finds none claimed, at most a batch at a time, and a
+    /// read chunk gives its claim up. When it is not 0, that many pops will succeed.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(8);
+    /// producer.push_slice(&[1, 2, 3, 4]);
+    /// // Four queued, none claimed yet.
+    /// assert_eq!((consumer.cached_slots(), consumer.slots()), (0, 4));
+    /// assert_eq!(consumer.try_pop(), Ok(1)); // this pop claims a run of values
+    /// let known = consumer.cached_slots();
+    /// assert!(known <= consumer.slots());
+    /// assert_eq!(consumer.try_iter().take(known).count(), known);
+    /// ```
+    pub fn cached_slots(&self) -> usize {
+        self.run.len()
+    }
 }
 
-/// Queued values reserved by [`Consumer::read_chunk`], read in place and taken out together.
-/// Dropping (or forgetting) it leaves queued the values that were neither committed nor moved
-/// out by its iterator.
+/// Queued values reserved by [`Consumer::read_chunk`], read (or changed: [`get_mut`],
+/// [`iter_mut`]) in place and taken out together. Dropping (or forgetting) it leaves queued
+/// the values that were neither committed nor moved out by its iterator, with any change made
+/// to them.
+///
+/// [`get_mut`]: Self::get_mut
+/// [`iter_mut`]: Self::iter_mut
 ///
 /// Taking `n` values out stores *empty* into each slot, in ring order, with `Release`, after
 /// the value was moved or dropped: the producer reuses a slot only once it sees it empty. Each
@@ -1865,6 +2332,76 @@ impl<T> ReadChunk<'_, T> {
     /// ```
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &T> + '_ {
         (0..self.len()).map(|i| self.get(i).expect("inside the chunk"))
+    }
+
+    /// The `i`-th value of the chunk, to change in place before it is committed or moved out,
+    /// if `i < len()` (rtrb's `ReadChunk::as_mut_slices`, by index). A value changed and then
+    /// left in the queue (the chunk dropped without a commit) stays changed.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2]);
+    /// let mut chunk = consumer.read_chunk(2).unwrap();
+    /// *chunk.get_mut(1).unwrap() *= 10;
+    /// assert!(chunk.get_mut(2).is_none());
+    /// drop(chunk); // nothing taken out
+    /// assert_eq!(consumer.try_iter().collect::<Vec<_>>(), [1, 20]);
+    /// ```
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: as in `get`.
+        let slot = unsafe { self.consumer.ring.slot_from(self.start, self.taken + i) };
+        // SAFETY: the slot is full, so its value is initialised, and the consumer owns it
+        // alone: the producer writes only slots it has seen empty, and only this end empties
+        // this one, which it cannot while `self` is borrowed exclusively (a commit or the
+        // iterator needs `self`); that exclusive borrow also rules out any other reference to
+        // the value from this end (`get`, `iter`, `Consumer::peek`).
+        Some(
+            slot.value
+                .with_mut(|cell| unsafe { &mut *cell.cast::<T>() }),
+        )
+    }
+
+    /// The values of the chunk, oldest first, to change in place before they are committed or
+    /// moved out.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let mut chunk = consumer.read_chunk(3).unwrap();
+    /// chunk.iter_mut().for_each(|value| *value *= 2);
+    /// assert_eq!(chunk.collect::<Vec<_>>(), [2, 4, 6]);
+    /// ```
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = &mut T> + '_ {
+        let (ring, start) = (self.consumer.ring, self.start);
+        (self.taken..self.len).map(move |i| {
+            // SAFETY: as in `get`: `start < capacity` and `i < len <= capacity`.
+            let slot = unsafe { ring.slot_from(start, i) };
+            // SAFETY: as in `get_mut`, for the whole life of the iterator, which borrows
+            // `self` exclusively; each index comes once, so the references are disjoint.
+            slot.value
+                .with_mut(|cell| unsafe { &mut *cell.cast::<T>() })
+        })
+    }
+
+    /// How many values the chunk's iterator has moved out so far (rtrb's
+    /// `ReadChunkIntoIter::iterated`: this chunk is its own iterator). [`len`](Self::len)
+    /// counts the values still in it.
+    ///
+    /// ```
+    /// let (mut producer, mut consumer) = pitlane_queue::spsc::channel(4);
+    /// producer.push_slice(&[1, 2, 3]);
+    /// let mut chunk = consumer.read_chunk(3).unwrap();
+    /// assert_eq!(chunk.iterated(), 0);
+    /// assert_eq!(chunk.next(), Some(1));
+    /// assert_eq!((chunk.iterated(), chunk.len()), (1, 2));
+    /// chunk.by_ref().for_each(drop);
+    /// assert_eq!(chunk.iterated(), 3);
+    /// ```
+    pub fn iterated(&self) -> usize {
+        self.taken
     }
 
     /// Takes the first `n` values out of the queue and drops them; the others stay queued.
@@ -2038,8 +2575,9 @@ impl<T> IntoIterator for Consumer<T> {
 }
 
 // Every call leaves an end consistent at each point where user code can panic (an iterator's
-// `next`, a `Clone`, a value's `Drop`): its position is just past the last slot whose state it
-// stored. So an end observed after a panic is usable, as crossbeam's queues promise for theirs.
+// `next`, a `Clone`, a `Default`, a value's `Drop`): its position is just past the last slot
+// whose state it stored. So an end observed after a panic is usable, as crossbeam's queues
+// promise for theirs.
 impl<T> UnwindSafe for Producer<T> {}
 impl<T> RefUnwindSafe for Producer<T> {}
 impl<T> UnwindSafe for Consumer<T> {}

@@ -19,11 +19,20 @@
 //!   written too, or the chunk dropped uncommitted; `fill_from_iter` with fewer, as many or more
 //!   values than slots, passed `by_ref`, comparing the count filled and what is left in the
 //!   iterator;
-//! - `read_chunk(n)`: `Ok` or `TooFewSlots` with the same count; `len`, `is_empty` and the
-//!   values in place (rtrb's two slices, concatenated, against pitlane's `iter` and `get(i)`,
-//!   `get(len)` included); then `commit_all`, `commit(k)`, dropping the chunk unread, or moving
-//!   values out by iteration (rtrb's `into_iter`, pitlane's chunk being its own iterator), some
-//!   or all, with the remaining `len` compared and the chunk dropped part-way;
+//! - `write_chunk(n)` (`Default`-filled): `Ok` or `TooFewSlots` with the same count; `len` and
+//!   `is_empty`; some of its values replaced in place (rtrb's `as_mut_slices` against
+//!   pitlane's `get_mut(i)`, last index first, with `get_mut(len)`, or `iter_mut` and its
+//!   length), each value checked before it is replaced (a default) and dropped by the
+//!   assignment; every value in place by `get(i)`, `get(len)` included; then `commit_all`,
+//!   `commit(k)` (the rest dropped, in order) or the chunk dropped uncommitted (all dropped);
+//! - `read_chunk(n)`: `Ok` or `TooFewSlots` with the same count; `len`, `is_empty` and
+//!   `iterated` (0); some values replaced in place, as for `write_chunk` (rtrb's
+//!   `as_mut_slices` against pitlane's `get_mut`/`iter_mut`); the values in place (rtrb's two
+//!   slices, concatenated, against pitlane's `iter` and `get(i)`, `get(len)` included); then
+//!   `commit_all`, `commit(k)`, dropping the chunk unread, or moving values out by iteration
+//!   (rtrb's `into_iter`, pitlane's chunk being its own iterator), some or all, with
+//!   `iterated` (rtrb's `ReadChunkIntoIter::iterated`) compared after each value, the
+//!   remaining `len` compared and the chunk dropped part-way;
 //! - draining through pitlane's consumer iterators (`try_iter`, `&mut Consumer`, the owning
 //!   `IntoIter` and its `into_inner`), limited or to the end, against rtrb's `pop` until
 //!   `Empty` (rtrb has no iterator over a consumer), and that pitlane's `TryIter` is not fused:
@@ -34,14 +43,20 @@
 //!   zero-length buffers; `push_partial_slice`/`push_slice` and
 //!   `pop_partial_slice`/`pop_slice` (counts and the whole buffer, untouched tail included);
 //!   `push_entire_slice` and `pop_entire_slice` (the result, the error's count, the buffer);
+//!   `pop_entire_slice_uninit` and `pop_partial_slice_uninit` into buffers of
+//!   `MaybeUninit<u8>` (the result or the error's count, the bytes popped, that the slices
+//!   returned are the buffer's own prefix and the rest just after it, and the whole buffer
+//!   afterwards, untouched part included);
 //! - dropping one end part-way through the script (then `is_abandoned` on the other, which
 //!   carries on alone), and at the end both, in either order;
 //! - every drop of a value, on either side, in the order it happened (values popped and dropped
 //!   by the script, values given back by a failed `push`, values committed by a read chunk,
-//!   values left in a `fill_from_iter` iterator); and at the end, when the last end goes, the
-//!   values still queued, which each side must drop exactly as many of, each as often (see
-//!   below for why their order is not compared). Values are drop-counting tokens (`Id`, with a
-//!   key), a zero-sized token (`Zst`), or `u8`.
+//!   values left in a `fill_from_iter` iterator, values replaced in place in either kind of
+//!   chunk, and the values a `write_chunk` discards: the rest of a partial commit, all of an
+//!   uncommitted chunk); and at the end, when the last end goes, the values still queued,
+//!   which each side must drop exactly as many of, each as often (see below for why their
+//!   order is not compared). Values are drop-counting tokens (`Id`, with a key; its `Default`
+//!   has a key of its own), a zero-sized token (`Zst`), or `u8`.
 //!
 //! Capacities: 1 to 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257,
 //! 1000, 1023, 1024, 1025, 4096, 65535 and 65536, and, in a test of its own with few cases,
@@ -60,11 +75,15 @@
 //!
 //! - a capacity of 0 (pitlane refuses it), and zero-sized values at capacities near
 //!   `usize::MAX / 2` (pitlane still spends a state byte per slot): documented differences;
-//! - `write_chunk` (`Default`-initialised), `as_slices`/`as_mut_slices` and their split point
-//!   where the chunk wraps, `ReadChunk::as_mut_slices`, `pop_partial_slice_uninit`,
-//!   `pop_entire_slice_uninit`, `cached_slots`,
-//!   `ReadChunkIntoIter::iterated`, `PartialEq` of ends, and the errors' `Debug`/`Display`
-//!   texts: rtrb API pitlane does not have (slices: documented, the values are not contiguous);
+//! - `as_slices`/`as_mut_slices` on pitlane's side and their split point where the chunk
+//!   wraps, rtrb's `From<WriteChunkUninit>` for `WriteChunk`, `PartialEq` of ends, and the
+//!   errors' `Debug`/`Display` texts: rtrb API pitlane does not have (slices: documented, the
+//!   values are not contiguous, so rtrb's slices are compared against pitlane's by-index
+//!   access);
+//! - `cached_slots`: each side caches something else by design (rtrb the indices its last
+//!   `slots` read, pitlane the run its last probe claimed), so the counts differ; only their
+//!   promise is checked, on pitlane's side: at most `slots` at every query here, and against
+//!   a model, step by step, in `tests/chunks_default_spsc.rs`;
 //! - `io::Write` once the consumer is gone (pitlane: `BrokenPipe`, rtrb writes) and
 //!   `io::Read` on an empty queue whose producer is gone (pitlane: `Ok(0)`, rtrb:
 //!   `WouldBlock`): documented. The script still runs these calls, checks that pitlane gives
@@ -73,22 +92,27 @@
 //!   `read_to_end` follow: `UnexpectedEof` or `Ok` where rtrb says `WouldBlock`, with the
 //!   same bytes read);
 //! - `commit(k)` with `k` greater than the chunk (rtrb panics only in debug builds and caps `k`
-//!   in release; pitlane always panics); forgetting a chunk or an iterator over one
-//!   (`mem::forget`: rtrb leaks the values of a forgotten `ReadChunkIntoIter`, pitlane leaves
-//!   them queued; neither promises more than memory safety); panicking iterators, `Drop`s and
+//!   in release; pitlane always panics); a read chunk's `get_mut`/`iter_mut` after its iterator
+//!   moved values out (rtrb's iterator lends none: pitlane-queue's own tests cover them);
+//!   forgetting a chunk or an iterator over one (`mem::forget`: rtrb leaks the values of a
+//!   forgotten `ReadChunkIntoIter`, pitlane leaves them queued; neither promises more than
+//!   memory safety); panicking iterators, `Drop`s and
 //!   `Clone`s (rtrb's `fill_from_iter` publishes nothing when its iterator panics, pitlane's
-//!   what it wrote: pitlane-queue's own tests cover the panics); and anything across threads.
+//!   what it wrote), and `Default`s (neither side publishes anything; pitlane-queue's own
+//!   tests cover the panics); and anything across threads.
 //!
 //! The first run of these scripts found one divergence, now fixed: the last end to go dropped
 //! the values still queued in slot order (from slot 0, whatever the oldest), where rtrb drops
 //! them oldest first; `teardown_drops_oldest_first` keeps the smallest reproduction.
 #![cfg(not(pitlane_loom))]
-// Dropping a chunk (which has no `Drop`) uncommitted is one of the things compared.
+// Dropping a chunk uncommitted is one of the things compared, also for the chunks that have no
+// `Drop` (`WriteChunkUninit`, `ReadChunk`).
 #![allow(clippy::drop_non_drop)]
 
 use std::cell::RefCell;
 use std::fmt::Debug;
 use std::io::{ErrorKind, Read, Write};
+use std::mem::MaybeUninit;
 
 use pitlane_queue::spsc::{self, Builder, ChunkError, PopError, PushError};
 use proptest::prelude::*;
@@ -115,8 +139,9 @@ fn take_drops() -> [Vec<u32>; 2] {
     DROPPED.with(|dropped| std::mem::take(&mut *dropped.borrow_mut()))
 }
 
-/// What both queues carry: made from an id (the same on both sides), compared by key.
-trait Value: Debug + Sized {
+/// What both queues carry: made from an id (the same on both sides), compared by key. Its
+/// `Default` is what `write_chunk` fills a chunk with, the same on both sides.
+trait Value: Debug + Default + Sized {
     fn make(id: u32) -> Self;
     /// The key of `make(id)`, without making one.
     fn key_of(id: u32) -> u32;
@@ -126,6 +151,15 @@ trait Value: Debug + Sized {
 /// A value that logs its drop on side `S`, with its id.
 #[derive(Debug)]
 struct Id<const S: usize>(u32);
+
+/// The key of an `Id` made by `Default` (ids count up from 0 and never get this far).
+const DEFAULT_KEY: u32 = u32::MAX;
+
+impl<const S: usize> Default for Id<S> {
+    fn default() -> Self {
+        Id(DEFAULT_KEY)
+    }
+}
 
 impl<const S: usize> Value for Id<S> {
     fn make(id: u32) -> Self {
@@ -146,7 +180,7 @@ impl<const S: usize> Drop for Id<S> {
 }
 
 /// A zero-sized value that logs its drop on side `S` (all under key 0).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Zst<const S: usize>;
 
 impl<const S: usize> Value for Zst<S> {
@@ -261,6 +295,27 @@ enum ReadEnd {
     IterateAll,
 }
 
+/// What happens to a `write_chunk` (`Default`-filled) chunk of `n` slots, once some of its
+/// values have been replaced in place.
+#[derive(Clone, Copy, Debug)]
+enum DefaultEnd {
+    All,
+    /// `commit(k)` with `k` = `.0` of `n`: the rest is dropped, on both sides.
+    Commit(Part),
+    /// Drop the chunk uncommitted: every value dropped, nothing published.
+    Leave,
+}
+
+/// How a chunk's values are replaced in place before the chunk ends: rtrb's `as_mut_slices`
+/// against pitlane's `get_mut` (indices `.0` of `n` down to 0, last first) or `iter_mut`
+/// (the first `.0` of `n`, in order).
+#[derive(Clone, Copy, Debug)]
+enum Change {
+    Keep,
+    GetMut(Part),
+    IterMut(Part),
+}
+
 /// Which of pitlane's consumer iterators drains.
 #[derive(Clone, Copy, Debug)]
 enum Drain {
@@ -288,7 +343,11 @@ enum Op {
     WriteChunk(Size, WriteEnd),
     /// `write_chunk_uninit(.0)` then `fill_from_iter` of `.1` values, `by_ref`.
     Fill(Size, Size),
-    ReadChunk(Size, ReadEnd),
+    /// `write_chunk(.0)` (`Default`-filled), with values replaced in place as `.2` says, then
+    /// ended as `.1` says.
+    WriteDefault(Size, DefaultEnd, Change),
+    /// `read_chunk(.0)`, with values replaced in place as `.1` says, then ended as `.2` says.
+    ReadChunk(Size, Change, ReadEnd),
     /// Drain through one of pitlane's iterators (up to `.1` values, or to the end); to the end,
     /// `.2` pushes one value more and asks the same iterator again.
     Drain(Drain, Option<Size>, bool),
@@ -303,6 +362,8 @@ enum Op {
     PopSlice(Size),
     PushEntire(Size),
     PopEntire(Size),
+    PopEntireUninit(Size),
+    PopPartialUninit(Size),
 }
 
 fn common_op() -> impl Strategy<Value = Op> {
@@ -318,6 +379,11 @@ fn common_op() -> impl Strategy<Value = Op> {
         part().prop_map(ReadEnd::Iterate),
         Just(ReadEnd::IterateAll),
     ];
+    let default_end = prop_oneof![
+        Just(DefaultEnd::All),
+        part().prop_map(DefaultEnd::Commit),
+        Just(DefaultEnd::Leave),
+    ];
     let drain = prop_oneof![Just(Drain::Try), Just(Drain::ByRef), Just(Drain::Owned)];
     prop_oneof![
         6 => Just(Op::Push),
@@ -326,9 +392,20 @@ fn common_op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Query),
         3 => (size(), write_end).prop_map(|(n, end)| Op::WriteChunk(n, end)),
         2 => (size(), size()).prop_map(|(n, items)| Op::Fill(n, items)),
-        3 => (size(), read_end).prop_map(|(n, end)| Op::ReadChunk(n, end)),
+        2 => (size(), default_end, change())
+            .prop_map(|(n, end, change)| Op::WriteDefault(n, end, change)),
+        3 => (size(), change(), read_end)
+            .prop_map(|(n, change, end)| Op::ReadChunk(n, change, end)),
         1 => (drain, proptest::option::of(size()), any::<bool>())
             .prop_map(|(how, limit, refill)| Op::Drain(how, limit, refill)),
+    ]
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        Just(Change::Keep),
+        part().prop_map(Change::GetMut),
+        part().prop_map(Change::IterMut),
     ]
 }
 
@@ -345,6 +422,8 @@ fn byte_op() -> impl Strategy<Value = Op> {
         1 => size().prop_map(Op::PopSlice),
         1 => size().prop_map(Op::PushEntire),
         1 => size().prop_map(Op::PopEntire),
+        1 => size().prop_map(Op::PopEntireUninit),
+        1 => size().prop_map(Op::PopPartialUninit),
     ]
 }
 
@@ -513,6 +592,11 @@ impl<R: Value, P: Value> Pair<R, P> {
             prop_assert_eq!(pp.capacity(), capacity, "Producer::capacity");
             let slots = rp.slots();
             prop_assert_eq!(pp.slots(), slots, "Producer::slots");
+            // Not compared with rtrb's (each caches something else), only bounded by `slots`.
+            prop_assert!(
+                pp.cached_slots() <= slots,
+                "Producer::cached_slots <= slots"
+            );
             prop_assert_eq!(pp.free_slots(), slots, "Producer::free_slots");
             prop_assert_eq!(pp.len(), capacity - slots, "Producer::len");
             prop_assert_eq!(pp.is_empty(), slots == capacity, "Producer::is_empty");
@@ -528,6 +612,10 @@ impl<R: Value, P: Value> Pair<R, P> {
             prop_assert_eq!(pc.capacity(), capacity, "Consumer::capacity");
             let slots = rc.slots();
             prop_assert_eq!(pc.slots(), slots, "Consumer::slots");
+            prop_assert!(
+                pc.cached_slots() <= slots,
+                "Consumer::cached_slots <= slots"
+            );
             prop_assert_eq!(pc.len(), slots, "Consumer::len");
             prop_assert_eq!(pc.is_empty(), rc.is_empty(), "Consumer::is_empty");
             prop_assert_eq!(
@@ -709,16 +797,79 @@ impl<R: Value, P: Value> Pair<R, P> {
                     ),
                 }
             }
-            Op::ReadChunk(n, end) => {
+            Op::WriteDefault(n, end, change) => {
+                let (Some(rp), Some(pp)) = (&mut self.rp, &mut self.pp) else {
+                    return Ok(());
+                };
+                let n = n.resolve(rp.slots(), capacity);
+                match (rp.write_chunk(n), pp.write_chunk(n)) {
+                    (Ok(mut rtrb), Ok(mut pitlane)) => {
+                        prop_assert_eq!(pitlane.len(), rtrb.len(), "WriteChunk::len");
+                        prop_assert_eq!(rtrb.len(), n);
+                        prop_assert_eq!(
+                            pitlane.is_empty(),
+                            rtrb.is_empty(),
+                            "WriteChunk::is_empty"
+                        );
+                        change_in_place(
+                            change,
+                            n,
+                            rtrb.as_mut_slices(),
+                            &mut pitlane,
+                            &mut self.next_id,
+                        )?;
+                        let (first, second) = rtrb.as_mut_slices();
+                        let expected: Vec<Option<u32>> = first
+                            .iter()
+                            .chain(second.iter())
+                            .map(|value| Some(value.key()))
+                            .chain([None])
+                            .collect();
+                        let seen: Vec<Option<u32>> =
+                            (0..=n).map(|i| pitlane.get(i).map(P::key)).collect();
+                        prop_assert_eq!(seen, expected, "WriteChunk::get");
+                        match end {
+                            DefaultEnd::All => {
+                                rtrb.commit_all();
+                                pitlane.commit_all();
+                            }
+                            DefaultEnd::Commit(k) => {
+                                let k = k.of(n);
+                                rtrb.commit(k);
+                                pitlane.commit(k);
+                            }
+                            DefaultEnd::Leave => {
+                                drop(rtrb);
+                                drop(pitlane);
+                            }
+                        }
+                    }
+                    (rtrb, pitlane) => prop_assert_eq!(
+                        pitlane.map(|chunk| chunk.len()),
+                        rtrb.map(|chunk| chunk.len()).map_err(chunk_error),
+                        "write_chunk({})",
+                        n
+                    ),
+                }
+            }
+            Op::ReadChunk(n, change, end) => {
                 let (Some(rc), Some(pc)) = (&mut self.rc, &mut self.pc) else {
                     return Ok(());
                 };
                 let n = n.resolve(rc.slots(), capacity);
                 match (rc.read_chunk(n), pc.read_chunk(n)) {
-                    (Ok(rtrb), Ok(mut pitlane)) => {
+                    (Ok(mut rtrb), Ok(mut pitlane)) => {
                         prop_assert_eq!(pitlane.len(), rtrb.len(), "ReadChunk::len");
                         prop_assert_eq!(rtrb.len(), n);
                         prop_assert_eq!(pitlane.is_empty(), rtrb.is_empty(), "ReadChunk::is_empty");
+                        prop_assert_eq!(pitlane.iterated(), 0, "ReadChunk::iterated, at first");
+                        change_in_place(
+                            change,
+                            n,
+                            rtrb.as_mut_slices(),
+                            &mut pitlane,
+                            &mut self.next_id,
+                        )?;
                         let (first, second) = rtrb.as_slices();
                         let expected: Vec<u32> = first.iter().chain(second).map(R::key).collect();
                         prop_assert_eq!(expected.len(), n);
@@ -755,6 +906,11 @@ impl<R: Value, P: Value> Pair<R, P> {
                                     // Dropped here, rtrb's first: compared as drops.
                                     drop(r);
                                     drop(p);
+                                    prop_assert_eq!(
+                                        pitlane.iterated(),
+                                        rtrb.iterated(),
+                                        "ReadChunk::iterated"
+                                    );
                                 }
                                 prop_assert_eq!(pitlane.len(), rtrb.len(), "left in the chunk");
                                 prop_assert_eq!(pitlane.size_hint(), rtrb.size_hint());
@@ -773,10 +929,16 @@ impl<R: Value, P: Value> Pair<R, P> {
                                     let done = r.is_none();
                                     drop(r);
                                     drop(p);
+                                    prop_assert_eq!(
+                                        pitlane.iterated(),
+                                        rtrb.iterated(),
+                                        "ReadChunk::iterated"
+                                    );
                                     if done {
                                         break;
                                     }
                                 }
+                                prop_assert_eq!(pitlane.iterated(), n);
                                 prop_assert_eq!(pitlane.len(), 0);
                                 prop_assert!(pitlane.next().is_none() && rtrb.next().is_none());
                             }
@@ -844,7 +1006,9 @@ impl<R: Value, P: Value> Pair<R, P> {
             | Op::PushSlice(_)
             | Op::PopSlice(_)
             | Op::PushEntire(_)
-            | Op::PopEntire(_) => unreachable!("byte operations run on u8 queues only"),
+            | Op::PopEntire(_)
+            | Op::PopEntireUninit(_)
+            | Op::PopPartialUninit(_) => unreachable!("byte operations run on u8 queues only"),
         }
         Ok(())
     }
@@ -862,6 +1026,84 @@ impl<R: Value, P: Value> Pair<R, P> {
             }
         }
     }
+}
+
+/// Pitlane's two chunks that lend their values to change in place, under one name (the test
+/// changes both the same way).
+trait InPlace<T> {
+    fn value_mut(&mut self, i: usize) -> Option<&mut T>;
+    fn values_mut<'a>(&'a mut self) -> impl ExactSizeIterator<Item = &'a mut T>
+    where
+        T: 'a;
+}
+
+impl<T: Default> InPlace<T> for spsc::WriteChunk<'_, T> {
+    fn value_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.get_mut(i)
+    }
+    fn values_mut<'a>(&'a mut self) -> impl ExactSizeIterator<Item = &'a mut T>
+    where
+        T: 'a,
+    {
+        self.iter_mut()
+    }
+}
+
+impl<T> InPlace<T> for spsc::ReadChunk<'_, T> {
+    fn value_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.get_mut(i)
+    }
+    fn values_mut<'a>(&'a mut self) -> impl ExactSizeIterator<Item = &'a mut T>
+    where
+        T: 'a,
+    {
+        self.iter_mut()
+    }
+}
+
+/// Replaces values of a chunk of `n` in place on both sides, as `change` says: rtrb's through
+/// its two slices, pitlane's through `get_mut` or `iter_mut`. Each value replaced is checked
+/// first (the same key on both sides) and then dropped by the assignment, rtrb's first; the
+/// drops are compared after the step.
+fn change_in_place<R: Value, P: Value>(
+    change: Change,
+    n: usize,
+    (first, second): (&mut [R], &mut [R]),
+    pitlane: &mut impl InPlace<P>,
+    next_id: &mut u32,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(first.len() + second.len(), n);
+    let split = first.len();
+    match change {
+        Change::Keep => {}
+        Change::GetMut(part) => {
+            for i in (0..part.of(n)).rev() {
+                let r = if i < split {
+                    &mut first[i]
+                } else {
+                    &mut second[i - split]
+                };
+                let p = pitlane.value_mut(i).expect("inside the chunk");
+                prop_assert_eq!(p.key(), r.key(), "get_mut({}) before the change", i);
+                let id = fresh(next_id);
+                *r = R::make(id);
+                *p = P::make(id);
+            }
+            prop_assert!(pitlane.value_mut(n).is_none(), "get_mut(len)");
+        }
+        Change::IterMut(part) => {
+            let values = pitlane.values_mut();
+            prop_assert_eq!(values.len(), n, "iter_mut's len");
+            let pairs = first.iter_mut().chain(second.iter_mut()).zip(values);
+            for (i, (r, p)) in pairs.take(part.of(n)).enumerate() {
+                prop_assert_eq!(p.key(), r.key(), "iter_mut's value {} before the change", i);
+                let id = fresh(next_id);
+                *r = R::make(id);
+                *p = P::make(id);
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Pair<u8, u8> {
@@ -937,6 +1179,49 @@ impl Pair<u8, u8> {
                 let pitlane = pc.pop_entire_slice(&mut pitlane_buf);
                 prop_assert_eq!(pitlane, rtrb, "pop_entire_slice into {} bytes", len);
                 prop_assert_eq!(pitlane_buf, rtrb_buf, "the bytes popped");
+            }
+            Op::PopEntireUninit(len) | Op::PopPartialUninit(len) => {
+                let (Some(rc), Some(pc)) = (&mut self.rc, &mut self.pc) else {
+                    return Ok(());
+                };
+                let len = len.resolve(rc.slots(), capacity);
+                // Initialised with a marker, so that what the calls leave untouched can be read.
+                let mut rtrb_buf = vec![MaybeUninit::new(0xEE_u8); len];
+                let mut pitlane_buf = vec![MaybeUninit::new(0xEE_u8); len];
+                let base = pitlane_buf.as_ptr().cast::<u8>();
+                let (rtrb, pitlane) = if let Op::PopEntireUninit(_) = *op {
+                    let rtrb = rc.pop_entire_slice_uninit(&mut rtrb_buf);
+                    let pitlane = pc.pop_entire_slice_uninit(&mut pitlane_buf);
+                    if let Ok(popped) = &pitlane {
+                        prop_assert!(std::ptr::eq(popped.as_ptr(), base), "the buffer itself");
+                        prop_assert_eq!(popped.len(), len);
+                    }
+                    (
+                        rtrb.map(|popped| popped.to_vec()).map_err(chunk_error),
+                        pitlane.map(|popped| popped.to_vec()),
+                    )
+                } else {
+                    let (popped, rest) = rc.pop_partial_slice_uninit(&mut rtrb_buf);
+                    prop_assert_eq!(popped.len() + rest.len(), len);
+                    let rtrb = popped.to_vec();
+                    let (popped, rest) = pc.pop_partial_slice_uninit(&mut pitlane_buf);
+                    prop_assert_eq!(popped.len() + rest.len(), len, "the two parts");
+                    prop_assert!(std::ptr::eq(popped.as_ptr(), base), "the popped part first");
+                    prop_assert!(
+                        std::ptr::eq(rest.as_ptr().cast::<u8>(), base.wrapping_add(popped.len())),
+                        "the rest just after"
+                    );
+                    (Ok(rtrb), Ok(popped.to_vec()))
+                };
+                prop_assert_eq!(pitlane, rtrb, "{:?} into {} bytes", op, len);
+                let read = |buf: &[MaybeUninit<u8>]| -> Vec<u8> {
+                    buf.iter()
+                        // SAFETY: every element of both buffers was initialised, with the
+                        // marker or by the call.
+                        .map(|byte| unsafe { byte.assume_init() })
+                        .collect()
+                };
+                prop_assert_eq!(read(&pitlane_buf), read(&rtrb_buf), "the whole buffer");
             }
             Op::Flush => {
                 let (Some(rp), Some(pp)) = (&mut self.rp, &mut self.pp) else {

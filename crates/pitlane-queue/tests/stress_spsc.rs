@@ -6,9 +6,10 @@
 //! `cargo test --release -p pitlane-queue --test stress_spsc -- --ignored`.
 #![cfg(not(pitlane_loom))]
 
+use std::mem::MaybeUninit;
 use std::thread;
 
-use pitlane_queue::spsc::{Builder, Consumer, Producer, PushError};
+use pitlane_queue::spsc::{Builder, ChunkError, Consumer, PopError, Producer, PushError};
 use pitlane_sync::spin::TtasMutex;
 use pitlane_testkit::stress::run_threads;
 
@@ -277,6 +278,103 @@ fn chunks_on_both_ends_keep_order_and_drop_each_value_once() {
         },
     );
     assert_eq!(dropped.load(Ordering::Relaxed), ITEMS);
+}
+
+/// The producer writes `Default` chunks through `get_mut` and commits all or half of each; the
+/// consumer takes values through read chunks changed in place (`iter_mut`, `get_mut`, then a
+/// commit or the chunk's iterator, with `iterated`), `pop_partial_slice_uninit` and
+/// `pop_entire_slice_uninit`, in turn. Every value arrives once, in order.
+#[test]
+fn default_chunks_and_in_place_reads_across_two_threads_keep_order() {
+    const ITEMS: u64 = 100_000;
+    const MASK: u64 = 0x5A5A_5A5A_5A5A_5A5A;
+    let (producer, consumer) = Builder::new(61).batch(8).build::<u64>().unwrap();
+    on_two_threads(
+        producer,
+        consumer,
+        |mut producer| {
+            let (mut next, mut size, mut failures) = (0, 1, 0);
+            while next < ITEMS {
+                size = size % 17 + 1;
+                let wanted = size.min((ITEMS - next) as usize);
+                let full = match producer.write_chunk(wanted) {
+                    Ok(mut chunk) => {
+                        for i in 0..wanted {
+                            *chunk.get_mut(i).expect("inside the chunk") = next + i as u64;
+                        }
+                        let commit = if size % 4 == 0 { wanted / 2 } else { wanted };
+                        chunk.commit(commit);
+                        next += commit as u64;
+                        false
+                    }
+                    Err(ChunkError::TooFewSlots(_)) => true,
+                };
+                if full {
+                    // A consumer that failed its checks is gone: stop, so that its panic is
+                    // reported instead of this loop waiting for room forever.
+                    if producer.is_abandoned() {
+                        return;
+                    }
+                    back_off(&mut failures);
+                }
+            }
+        },
+        |mut consumer| {
+            let (mut expected, mut size, mut failures) = (0, 1, 0);
+            let mut buffer = [MaybeUninit::<u64>::uninit(); 16];
+            while expected < ITEMS {
+                size = size % 13 + 1;
+                let wanted = size.min((ITEMS - expected) as usize);
+                let got = match size % 3 {
+                    0 => match consumer.read_chunk(wanted) {
+                        Ok(mut chunk) => {
+                            chunk.iter_mut().for_each(|value| *value ^= MASK);
+                            for i in 0..wanted {
+                                let value = chunk.get_mut(i).expect("inside the chunk");
+                                assert_eq!(*value ^ MASK, expected + i as u64, "lost or reordered");
+                                *value ^= MASK;
+                            }
+                            if size % 2 == 0 {
+                                chunk.commit_all();
+                            } else {
+                                for (i, value) in chunk.by_ref().enumerate() {
+                                    assert_eq!(value, expected + i as u64, "lost or reordered");
+                                }
+                                assert_eq!(chunk.iterated(), wanted);
+                            }
+                            wanted
+                        }
+                        Err(ChunkError::TooFewSlots(_)) => 0,
+                    },
+                    1 => {
+                        let (popped, _) = consumer.pop_partial_slice_uninit(&mut buffer[..wanted]);
+                        for (i, &value) in popped.iter().enumerate() {
+                            assert_eq!(value, expected + i as u64, "lost or reordered");
+                        }
+                        popped.len()
+                    }
+                    _ => match consumer.pop_entire_slice_uninit(&mut buffer[..wanted]) {
+                        Ok(popped) => {
+                            for (i, &value) in popped.iter().enumerate() {
+                                assert_eq!(value, expected + i as u64, "lost or reordered");
+                            }
+                            wanted
+                        }
+                        Err(ChunkError::TooFewSlots(_)) => 0,
+                    },
+                };
+                if got == 0 {
+                    back_off(&mut failures);
+                }
+                expected += got as u64;
+            }
+            assert_eq!(
+                consumer.try_pop(),
+                Err(PopError::Empty),
+                "a value beyond the last"
+            );
+        },
+    );
 }
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
