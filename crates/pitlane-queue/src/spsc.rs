@@ -1683,6 +1683,27 @@ impl<T> Producer<T> {
         self.free_slots()
     }
 
+    /// Publishes the `n` slots from `start` that a chunk reserved and wrote: stores *full*
+    /// into each, in ring order, with `Release` (each store the linearization point of that
+    /// value's push, and it hands the value to the consumer), then moves this end just past
+    /// them.
+    ///
+    /// # Safety
+    /// `start < capacity`, `n <= capacity`, and the `n` slots from `start` are empty, reserved
+    /// by a chunk of this end, and hold initialised values.
+    #[inline]
+    unsafe fn publish(&mut self, start: usize, n: usize) {
+        let ring = self.ring;
+        for i in 0..n {
+            // SAFETY: by the caller, `start < capacity` and `i < n <= capacity`, and the slot
+            // holds a value the consumer may now take.
+            unsafe { ring.slot_from(start, i) }
+                .state
+                .store(FULL, Ordering::Release);
+        }
+        self.run = ring.empty_run_at((start + n) % ring.capacity);
+    }
+
     /// How many values this end knows it can push without reading any shared state: the free
     /// slots it has already claimed (the rest of the run its last probe found), with no
     /// atomic load at all (rtrb's `cached_slots`).
@@ -1857,15 +1878,9 @@ impl<T> WriteChunkUninit<'_, T> {
             "commit of {n} slots of a chunk of {}",
             self.len
         );
-        let ring = self.producer.ring;
-        for i in 0..n {
-            // SAFETY: as in `slot`; the caller wrote the value, and the `Release` store hands
-            // it to the consumer.
-            unsafe { ring.slot_from(self.start, i) }
-                .state
-                .store(FULL, Ordering::Release);
-        }
-        self.producer.run = ring.empty_run_at((self.start + n) % ring.capacity);
+        // SAFETY: the chunk reserved its slots (empty, this end's), `n <= len`, and the caller
+        // wrote the first `n`.
+        unsafe { self.producer.publish(self.start, n) };
     }
 
     /// Publishes every slot of the chunk.
@@ -2085,20 +2100,14 @@ impl<T> WriteChunk<'_, T> {
             "commit of {n} slots of a chunk of {}",
             self.len
         );
-        let ring = self.producer.ring;
-        for i in 0..n {
-            // SAFETY: as in `get`; the slot holds the value the chunk wrote, and the `Release`
-            // store hands it to the consumer: the linearization point of this value's push.
-            unsafe { ring.slot_from(self.start, i) }
-                .state
-                .store(FULL, Ordering::Release);
-        }
+        // SAFETY: the chunk reserved its slots (empty, this end's), `n <= len`, and each of
+        // the first `n` holds the value the chunk wrote. The producer moves past them here,
+        // before any user code (a value's `Drop`) runs, so that a panic there leaves it
+        // consistent.
+        unsafe { self.producer.publish(self.start, n) };
         // From here the consumer may take and drop the first `n` values: the chunk no longer
         // owns them.
         self.published = n;
-        // The producer moves past the published slots before any user code (a value's `Drop`)
-        // runs, so that a panic there leaves it consistent.
-        self.producer.run = ring.empty_run_at((self.start + n) % ring.capacity);
         // `self` is dropped here, and with it the values of the slots from `n` on.
     }
 
