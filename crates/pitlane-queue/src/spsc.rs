@@ -2052,6 +2052,18 @@ impl<T> WriteChunk<'_, T> {
         )
     }
 
+    /// The values of the chunk, in slot order.
+    ///
+    /// ```
+    /// let (mut producer, _consumer) = pitlane_queue::spsc::channel::<u8>(4);
+    /// let mut chunk = producer.write_chunk(3).unwrap();
+    /// *chunk.get_mut(2).unwrap() = 7;
+    /// assert_eq!(chunk.iter().copied().collect::<Vec<_>>(), [0, 0, 7]);
+    /// ```
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &T> + '_ {
+        (0..self.len).map(|i| self.get(i).expect("inside the chunk"))
+    }
+
     /// The values of the chunk, in slot order, to change in place.
     ///
     /// ```

@@ -145,6 +145,9 @@ fn write_chunk_lends_default_values_by_index_and_publishes_what_is_committed() {
         *value += add;
     }
     assert_eq!(chunk.get(3), Some(&34));
+    let values = chunk.iter();
+    assert_eq!(values.len(), 4);
+    assert_eq!(values.copied().collect::<Vec<_>>(), [1, 2, 3, 34]);
     // Getting and changing the chunk published nothing.
     assert_eq!(consumer.slots(), 0);
     chunk.commit(3);
@@ -153,6 +156,7 @@ fn write_chunk_lends_default_values_by_index_and_publishes_what_is_committed() {
     // An empty chunk: nothing to lend, nothing to publish.
     let mut chunk = producer.write_chunk(0).unwrap();
     assert!(chunk.is_empty() && chunk.get(0).is_none() && chunk.iter_mut().len() == 0);
+    assert_eq!(chunk.iter().len(), 0);
     chunk.commit_all();
     assert_eq!(consumer.slots(), 0);
     assert!(format!("{:?}", producer.write_chunk(2).unwrap()).starts_with("WriteChunk {"));
