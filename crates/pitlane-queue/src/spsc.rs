@@ -107,9 +107,10 @@
 //!   unusable, and the count in its [`ChunkError`] is a snapshot taken just after.
 //!   `pop_entire_slice_uninit` is the commit of a read chunk and `pop_partial_slice_uninit`
 //!   a run of single pops: one pop per value, each at its own store of *empty*.
-//! - `cached_slots` reads nothing the other end writes, so it is no snapshot of the queue:
-//!   it is what this end has claimed, which the other end can only make more room (values)
-//!   beyond, so it is at most what `slots` would count at any instant of the call.
+//! - `cached_slots` reads nothing the other end writes, so it is no snapshot of the queue: it
+//!   counts the slots this end has already claimed, and the other end only adds free slots
+//!   (or values) beyond them, so it never exceeds what `slots` would count at any instant of
+//!   the call.
 //!
 //! # Chunks: values written and read in place
 //!
