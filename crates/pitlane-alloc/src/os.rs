@@ -64,22 +64,45 @@ pub(crate) fn map_reserve(len: usize) -> Option<NonNull<u8>> {
 }
 
 fn map_with(len: usize, flags: libc::c_int) -> Option<NonNull<u8>> {
-    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
-    // existing memory.
-    let at = unsafe {
-        libc::mmap(
+    // SAFETY: no `MAP_FIXED`: the kernel chooses the address.
+    unsafe {
+        mmap_anonymous(
             ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+        )
+    }
+}
+
+/// `mmap` of `len` bytes of anonymous private memory, at `at` (null: where the kernel
+/// chooses) with protection `prot` and the extra `flags`; `None` where it fails.
+///
+/// # Safety
+/// Without `MAP_FIXED` in `flags`, none (the mapping touches no existing memory). With it,
+/// the `len` bytes at `at` are a reservation of the caller that nothing else maps or uses:
+/// they are replaced.
+unsafe fn mmap_anonymous(
+    at: *mut u8,
+    len: usize,
+    prot: libc::c_int,
+    flags: libc::c_int,
+) -> Option<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping; where it may land is the caller's contract.
+    let mapped = unsafe {
+        libc::mmap(
+            at.cast(),
+            len,
+            prot,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
             -1,
             0,
         )
     };
-    if at == libc::MAP_FAILED {
+    if mapped == libc::MAP_FAILED {
         None
     } else {
-        NonNull::new(at.cast::<u8>())
+        NonNull::new(mapped.cast::<u8>())
     }
 }
 
@@ -96,41 +119,26 @@ pub(crate) fn map_aligned(len: usize, align: usize, reserve: bool) -> Option<Non
         return map_with(len, flags);
     }
     let over = len.checked_add(align)?;
-    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
-    // existing memory; `PROT_NONE` and `MAP_NORESERVE`: address space only.
-    let span = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            over,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if span == libc::MAP_FAILED {
-        return None;
-    }
-    let start = span.cast::<u8>();
+    // SAFETY: no `MAP_FIXED`; `PROT_NONE` and `MAP_NORESERVE`: address space only.
+    let span =
+        unsafe { mmap_anonymous(ptr::null_mut(), over, libc::PROT_NONE, libc::MAP_NORESERVE) }?;
+    let start = span.as_ptr();
     let lead = start.align_offset(align);
     // SAFETY: `lead < align`, so `start + lead + len` stays inside the `len + align` span.
     let aligned = unsafe { start.add(lead) };
     // SAFETY: `MAP_FIXED` replaces pages of the span just reserved, which nothing else can
     // have mapped or be using: the aligned run becomes ordinary memory, in place.
-    let kept = unsafe {
-        libc::mmap(
-            aligned.cast(),
+    let Some(kept) = (unsafe {
+        mmap_anonymous(
+            aligned,
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | flags,
-            -1,
-            0,
+            libc::MAP_FIXED | flags,
         )
-    };
-    if kept == libc::MAP_FAILED {
+    }) else {
         unmap(start, over);
         return None;
-    }
+    };
     if lead > 0 {
         unmap(start, lead);
     }
@@ -140,7 +148,7 @@ pub(crate) fn map_aligned(len: usize, align: usize, reserve: bool) -> Option<Non
         unmap(unsafe { aligned.add(len) }, tail);
     }
     // The pointer the kernel gave for the mapping kept (the same address as `aligned`).
-    NonNull::new(kept.cast::<u8>())
+    Some(kept)
 }
 
 /// Gives back a mapping (or part of one) made by [`map`].
