@@ -46,13 +46,8 @@ fn main() {
 /// changes.
 fn commit(root: &Path) -> Option<String> {
     let mut commit = git(root, &["rev-parse", "HEAD"])?;
-    let dirty = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["status", "--porcelain", "--untracked-files=no"])
-        .output()
-        .ok()
-        .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
+    let dirty = run_git(root, &["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|stdout| !stdout.is_empty());
     if dirty {
         commit.push_str("-dirty");
     }
@@ -61,16 +56,18 @@ fn commit(root: &Path) -> Option<String> {
 
 /// `git -C root args…`'s first line of output, if it succeeded.
 fn git(root: &Path, args: &[&str]) -> Option<String> {
+    let text = String::from_utf8(run_git(root, args)?).ok()?;
+    let line = text.lines().next()?.trim();
+    (!line.is_empty()).then(|| line.to_string())
+}
+
+/// `git -C root args…`'s standard output, if it ran and succeeded.
+fn run_git(root: &Path, args: &[&str]) -> Option<Vec<u8>> {
     let out = Command::new("git")
         .arg("-C")
         .arg(root)
         .args(args)
         .output()
         .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
-    let line = text.lines().next()?.trim();
-    (!line.is_empty()).then(|| line.to_string())
+    out.status.success().then_some(out.stdout)
 }
