@@ -30,7 +30,8 @@ pub(crate) const CLASSES: usize = 40;
 pub const SMALL_MAX: usize = 16384;
 
 /// `CLASS_OF_WORDS[(size + 7) / 8]`: the class of a request of `size` bytes with alignment at
-/// most 8.
+/// most 8. A size of 0 takes the 16-byte class, not the 8-byte one: the C `malloc` promises
+/// 16-byte alignment for every multiple of 16, 0 included, as glibc's `malloc(0)` has it.
 static CLASS_OF_WORDS: [u8; SMALL_MAX / 8 + 1] = {
     let mut table = [0u8; SMALL_MAX / 8 + 1];
     let mut words = 0;
@@ -42,6 +43,8 @@ static CLASS_OF_WORDS: [u8; SMALL_MAX / 8 + 1] = {
         table[words] = class as u8;
         words += 1;
     }
+    // Size 0: the class of 16 bytes (two words).
+    table[0] = table[2];
     table
 };
 
@@ -96,9 +99,11 @@ mod tests {
             let align = 1usize << align_log;
             for size in 0..=SMALL_MAX + 1 {
                 let got = class_of(size, align);
+                // Size 0 is served as 16 bytes (16-aligned, as the C `malloc(0)` promises).
+                let least = if size == 0 { 16 } else { size };
                 let want = (0..CLASSES).find(|&c| {
                     let s = CLASS_SIZES[c] as usize;
-                    s >= size && s % align == 0
+                    s >= least && s % align == 0
                 });
                 assert_eq!(got, want, "size {size} align {align}");
             }

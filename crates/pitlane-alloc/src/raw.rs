@@ -135,7 +135,7 @@ pub fn malloc(size: usize, align: usize) -> *mut u8 {
     // (With a constant `align`, as the C `malloc`'s 8, the alignment test folds away.)
     if size <= class::SMALL_MAX && align <= 8 && align.is_power_of_two() {
         // The C malloc's path: a size class by table, no `Layout` to check (a size of 0 takes
-        // the smallest class, so each such block is distinct).
+        // the 16-byte class, so each such block is distinct and 16-aligned).
         // SAFETY: the thread heap is the calling thread's.
         return unsafe { heap::alloc_small(heap::thread_heap(), class::class_of_small(size)) };
     }
@@ -189,7 +189,9 @@ fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
 /// ```
 #[inline]
 pub fn calloc(size: usize, align: usize) -> *mut u8 {
-    let Ok(layout) = Layout::from_size_align(size.max(1), align) else {
+    // A size of 0 is served as 16 bytes, 16-aligned, as `malloc`'s is.
+    let size = if size == 0 { 16 } else { size };
+    let Ok(layout) = Layout::from_size_align(size, align) else {
         return ptr::null_mut();
     };
     // SAFETY: as in `malloc`.

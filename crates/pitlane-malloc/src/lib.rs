@@ -22,9 +22,9 @@
 //!
 //! - `malloc(0)`, `calloc(0, n)`, `aligned_alloc(a, 0)` and `operator new(0)` return a unique
 //!   pointer that `free` (or `delete`) accepts.
-//! - A block of `malloc(n)` is aligned to 16 bytes when `n` is a multiple of 16 or more than
-//!   56, and to 8 otherwise: what any object of `n` bytes can need (C17's `max_align_t` is 16
-//!   bytes, and an object's size is a multiple of its alignment).
+//! - A block of `malloc(n)` is aligned to 16 bytes when `n` is a multiple of 16 (0 included)
+//!   or more than 56, and to 8 otherwise: what any object of `n` bytes can need (C17's
+//!   `max_align_t` is 16 bytes, and an object's size is a multiple of its alignment).
 //! - Every failure returns null and sets `errno` to `ENOMEM` (`EINVAL` for a bad alignment to
 //!   `aligned_alloc` and `memalign`); `posix_memalign` returns the error and leaves `*p` and
 //!   `errno` alone. Sizes past `isize::MAX`, and `calloc`/`reallocarray` products that

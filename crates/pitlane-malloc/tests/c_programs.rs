@@ -307,3 +307,15 @@ fn sqlite3_on_a_generated_database_runs_on_it() {
     let output = run(preloaded("sqlite3").arg(&database).arg(sql));
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "42858|1");
 }
+
+/// The C interface at its edges (`tests/c/edges.c`): every class boundary at every
+/// alignment, realloc of over-aligned blocks, null, zero and overflowing sizes with their
+/// `errno`, `posix_memalign`'s refusals, `free` keeping `errno`, frees racing the exit of the
+/// allocating thread, and 16-byte alignment of zero-sized blocks.
+#[test]
+fn the_c_interface_holds_at_its_edges_when_preloaded() {
+    let dir = scratch("c-edges");
+    let program = dir.join("edges");
+    compile("cc", &[source("edges.c")], &program, &["-lpthread", "-ldl"]);
+    passes(&mut preloaded(&program));
+}
