@@ -236,34 +236,16 @@ fn make_walk(walk: &Cell<Walk>) {
 /// Makes the walk of a thread that takes its seat, if it has none yet. The seat is taken by a
 /// stack's plain call, which may be the first attempt of a Bagpipe's plain call over stacks
 /// that started with the unmade walk: the walk then changes under that call, whose first
-/// attempt was on the unmade walk's pipe, not on the new walk's. The flag set here tells the
-/// rest of the walk (`push_walk_contended`, `pop_walk_contended`) not to count that attempt
-/// in its run of full or empty pipes, so that the call still sees every pipe on the walk it
-/// goes on with.
+/// attempt was on the unmade walk's pipe, not on the new walk's. The rest of such a call
+/// (`push_walk_contended`, `pop_walk_contended`) sees that the walk is no longer the one its
+/// first attempt started from, and does not count that attempt in its run of full or empty
+/// pipes, so that the call still sees every pipe on the walk it goes on with.
 #[cfg(not(pitlane_loom))]
 #[cold]
 pub(crate) fn make_walk_on_sitting_down(local: &crate::seat::Local) {
     if local.walk.get().stride == Walk::UNMADE.stride {
         make_walk(&local.walk);
-        local.walk_made_in_call.set(true);
     }
-}
-
-/// Whether the calling thread's walk was made as it took its seat since the last call of this
-/// function (see [`make_walk_on_sitting_down`]); clears the flag.
-#[cfg(not(pitlane_loom))]
-#[inline]
-fn walk_made_in_call() -> bool {
-    // SAFETY: as in `with_thread_walk`.
-    let local = unsafe { &*crate::seat::local() };
-    local.walk_made_in_call.replace(false)
-}
-
-/// Under loom walks are never made in a call.
-#[cfg(pitlane_loom)]
-#[inline]
-fn walk_made_in_call() -> bool {
-    false
 }
 
 /// Under loom: a fixed walk for every call, because a model must behave the same way in every
@@ -608,9 +590,10 @@ impl<B: WeakBag> Bagpipe<B> {
         budget: usize,
         attempt: impl Fn(usize, B::Item) -> Result<(), PushError<B::Item>>,
     ) -> Result<(), PushError<B::Item>> {
-        match attempt(walk.get().push_at & self.mask, item) {
+        let first_pipe = walk.get().push_at & self.mask;
+        match attempt(first_pipe, item) {
             Ok(()) => Ok(()),
-            Err(first) => self.push_walk_contended(walk, first, budget, attempt),
+            Err(first) => self.push_walk_contended(walk, first_pipe, first, budget, attempt),
         }
     }
 
@@ -628,12 +611,13 @@ impl<B: WeakBag> Bagpipe<B> {
         }
     }
 
-    /// The rest of a walk whose first attempt failed with `first`. Not `#[cold]`: under
-    /// contention it runs often; it is only kept out of line.
+    /// The rest of a walk whose first attempt, on `first_pipe`, failed with `first`. Not
+    /// `#[cold]`: under contention it runs often; it is only kept out of line.
     #[inline(never)]
     fn push_walk_contended(
         &self,
         walk: &Cell<Walk>,
+        first_pipe: usize,
         first: PushError<B::Item>,
         budget: usize,
         attempt: impl Fn(usize, B::Item) -> Result<(), PushError<B::Item>>,
@@ -643,9 +627,12 @@ impl<B: WeakBag> Bagpipe<B> {
             PushError::Transient(_) => (1, 0),
             PushError::Full(_) => (0, 1),
         };
-        if walk_made_in_call() {
-            // The first attempt was on the unmade walk, not on `current`: see
-            // `make_walk_on_sitting_down`.
+        if current.push_at & self.mask != first_pipe {
+            // The walk moved under the first attempt, which was then not where `current`
+            // starts: the thread took its seat and made its walk inside it (see
+            // `make_walk_on_sitting_down`), or a value's `Drop` run inside it made a plain
+            // call of its own on a Bagpipe, which moves the same walk. (A walk made or moved
+            // to start on the pipe just tried goes on from there as if it had tried it.)
             full_run = 0;
         }
         let mut item = first.into_inner();
@@ -716,9 +703,10 @@ impl<B: WeakBag> Bagpipe<B> {
         budget: usize,
         attempt: impl Fn(usize) -> Result<B::Item, PopError>,
     ) -> Result<B::Item, PopError> {
-        match attempt(walk.get().pop_at & self.mask) {
+        let first_pipe = walk.get().pop_at & self.mask;
+        match attempt(first_pipe) {
             Ok(item) => Ok(item),
-            Err(first) => self.pop_walk_contended(walk, first, budget, attempt),
+            Err(first) => self.pop_walk_contended(walk, first_pipe, first, budget, attempt),
         }
     }
 
@@ -728,6 +716,7 @@ impl<B: WeakBag> Bagpipe<B> {
     fn pop_walk_contended(
         &self,
         walk: &Cell<Walk>,
+        first_pipe: usize,
         first: PopError,
         budget: usize,
         attempt: impl Fn(usize) -> Result<B::Item, PopError>,
@@ -737,7 +726,7 @@ impl<B: WeakBag> Bagpipe<B> {
             PopError::Empty => (1, 0),
             PopError::Transient => (0, 1),
         };
-        if walk_made_in_call() {
+        if current.pop_at & self.mask != first_pipe {
             // As in `push_walk_contended`.
             empty_run = 0;
         }

@@ -49,9 +49,6 @@ mod map {
         seat: Cell<usize>,
         /// The walk of this thread's plain calls on Bagpipes (see `bagpipe`).
         pub(crate) walk: Cell<Walk>,
-        /// Set when the walk was made as the thread took its seat, which may have happened
-        /// inside a Bagpipe call that had started with the walk not made yet (see `bagpipe`).
-        pub(crate) walk_made_in_call: Cell<bool>,
         /// The stack this thread last made a plain call on, by the stack's id, and that
         /// stack's cache for this thread's seat, its type erased (see `Stack::seat_cache`):
         /// a one-entry cache in front of the stack's array of per-seat caches. [`NO_STACK`]
@@ -78,7 +75,6 @@ mod map {
             Local {
                 seat: Cell::new(NONE),
                 walk: Cell::new(Walk::UNMADE),
-                walk_made_in_call: Cell::new(false),
                 stack_id: Cell::new(NO_STACK),
                 stack_cache: Cell::new(core::ptr::NonNull::dangling()),
             }
