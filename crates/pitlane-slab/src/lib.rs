@@ -48,8 +48,11 @@
 //! - **No Rust reference to plain data in the region.** The words of the protocol are only
 //!   touched through `&AtomicU64` / `&AtomicU32` made with `from_ptr` (atomics are
 //!   interior-mutable, so a shared reference to one is sound while others write it); object
-//!   bytes only through volatile copies ([`Slab::read`], [`Slab::write`], [`TypedSlab`]) or a
-//!   raw pointer handed to the user ([`Slab::object_ptr`]).
+//!   bytes only through copies made of relaxed atomic accesses to the aligned 8-byte words
+//!   they touch ([`Slab::read`], [`Slab::write`], [`TypedSlab`]), so that they may race with
+//!   each other and with [`Slab::atomic_u64`] without a data race (values may tear across
+//!   words, never within one), or through a raw pointer handed to the user
+//!   ([`Slab::object_ptr`]).
 //! - **Every index read from the region is bounds-checked** before it addresses memory: head
 //!   and link indices against the capacity, the bump word clamped to it. A bad index makes the
 //!   operation fail with [`SlabError::Corrupt`] (or `alloc` return `None`).

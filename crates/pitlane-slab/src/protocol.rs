@@ -696,7 +696,7 @@ pub(crate) fn resolve<W: Words>(
                 continue;
             }
             // Lost: put it back as a free by the recoverer (its generation advances).
-            if give_back_unowned(w, mine[1], s, h, st)? {
+            if give_back_unowned(w, Some(mine[1]), s, h, st)? {
                 reclaimed.insert(h);
                 done.reclaimed += 1;
             }
@@ -724,7 +724,7 @@ pub(crate) fn resolve<W: Words>(
             continue;
         }
         if w.state(h).load(Ordering::Acquire) == state(0, 0)
-            && give_back_unowned(w, mine[1], h as usize % shards, h, state(0, 0))?
+            && give_back_unowned(w, Some(mine[1]), h as usize % shards, h, state(0, 0))?
         {
             reclaimed.insert(h);
             done.reclaimed += 1;
@@ -754,43 +754,64 @@ fn clear<W: Words>(w: &W, d: &DeadLane) {
     }
 }
 
-/// Puts back a lost object whose state was read as `seen` (free): announced on `lane`,
-/// generation advanced, pushed on `shard`. `Ok(false)` if its state changed meanwhile.
+/// Puts back a lost object whose state was read as `seen` (free): announced on `lane` (if the
+/// caller has lanes), generation advanced, pushed on `shard`. `Ok(false)` if its state changed
+/// meanwhile.
 fn give_back_unowned<W: Words>(
     w: &W,
-    lane: usize,
+    lane: Option<usize>,
     shard: usize,
     index: u32,
     seen: u64,
 ) -> Result<bool, Corrupt> {
     let g = gen_of(seen);
-    announce(
-        w,
-        lane,
-        Intent {
-            kind: Kind::Push,
-            shard,
-            index,
-            generation: next_gen(g),
-        },
-    );
-    step!();
-    if w.state(index)
-        .compare_exchange(
-            seen,
-            state(next_gen(g), FREED_BY | lane as u32),
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        )
-        .is_err()
-    {
-        w.lane_word(lane, 0).store(BUSY, Ordering::Release);
-        return Ok(false);
+    if let Some(lane) = lane {
+        announce(
+            w,
+            lane,
+            Intent {
+                kind: Kind::Push,
+                shard,
+                index,
+                generation: next_gen(g),
+            },
+        );
     }
     step!();
-    freelist::push(w, shard, index);
-    w.lane_word(lane, 0).store(BUSY, Ordering::Release);
-    Ok(true)
+    let freed = state(next_gen(g), lane.map_or(0, |l| FREED_BY | l as u32));
+    let swapped = w
+        .state(index)
+        .compare_exchange(seen, freed, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok();
+    if swapped {
+        step!();
+        freelist::push(w, shard, index);
+    }
+    if let Some(lane) = lane {
+        w.lane_word(lane, 0).store(BUSY, Ordering::Release);
+    }
+    Ok(swapped)
+}
+
+/// Puts back `index`, found lost (handed out, neither listed nor owned) on a quiescent slab,
+/// onto `shard`: as a free does, its generation advances first (a compare-exchange from the
+/// free state read here), so that a dead process's intent record that still names the object
+/// — `Bump` (state `(0, 0)`), `Pop` (its generation, free) or `Push` (its generation, freed by
+/// the dead lane) — no longer matches it when recovery resolves the record later, wherever
+/// the object was listed. `Ok(false)` when the object is owned now (the slab was not
+/// quiescent): left alone. `lane`, when the caller has one, announces the push, so that a
+/// caller killed inside it leaves a record recovery resolves.
+pub(crate) fn put_back_lost<W: Words>(
+    w: &W,
+    lane: Option<usize>,
+    shard: usize,
+    index: u32,
+) -> Result<bool, Corrupt> {
+    let seen = w.state(index).load(Ordering::Acquire);
+    if owner_of(seen).is_some() {
+        return Ok(false);
+    }
+    give_back_unowned(w, lane, shard, index, seen)
 }
 
 /// Frees every bumped object whose owner `is_dead` says is gone, announced on `lane`; returns
@@ -957,6 +978,25 @@ impl Model {
             release_lane(self, lane);
         }
         Ok(resolved.reclaimed + owned)
+    }
+
+    /// On a quiescent model, what `Slab::reclaim_lost` does: puts back every object handed out
+    /// but neither listed nor owned, announced on a lane of `slot`, onto shard
+    /// `slot % shards`. Returns how many.
+    pub fn reclaim_lost(&self, slot: usize) -> Result<u32, Corrupt> {
+        let (listed, owned, handed_out) = self.contents();
+        let lane = acquire_lane(self, slot, 0).expect("an idle lane");
+        let mut reclaimed = 0;
+        for i in handed_out {
+            if listed.contains(&i) || owned.iter().any(|&(o, _)| o == i) {
+                continue;
+            }
+            if put_back_lost(self, Some(lane), slot % self.shards(), i)? {
+                reclaimed += 1;
+            }
+        }
+        release_lane(self, lane);
+        Ok(reclaimed)
     }
 
     /// On a quiescent model: every listed object (shard by shard), every owned one with its

@@ -33,8 +33,9 @@ pub(crate) struct Region {
     kind: RegionKind,
 }
 
-// SAFETY: the region is plain memory; every access to it goes through atomics or volatile
-// copies made by the slab, which is what makes sharing it between threads sound.
+// SAFETY: the region is plain memory; every access to it goes through atomics (words, and the
+// relaxed atomic copies of object bytes) made by the slab, which is what makes sharing it
+// between threads sound.
 unsafe impl Send for Region {}
 // SAFETY: as above.
 unsafe impl Sync for Region {}

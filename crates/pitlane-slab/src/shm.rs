@@ -35,6 +35,12 @@
 //! those checks makes the processes that touch the lost pages die of `SIGBUS`. The file's mode
 //! (0600 by default) decides who can; regular files cannot be sealed.
 //!
+//! # Space
+//!
+//! `create` and `create_memfd` reserve the region's space with `fallocate(2)`, so that a full
+//! filesystem is an error at creation rather than a `SIGBUS` at a later write: see "Space" in
+//! [`ShmSlab`]'s docs.
+//!
 //! # Objects in flight
 //!
 //! Each slot has `LANES` intent records, one per thread inside an alloc or free; the
@@ -64,7 +70,7 @@ use crate::{Config, OpenError, Slab, SlabError};
 /// Where the attachment locks lie in the file's byte space (far past any region).
 const LOCK_BASE: i64 = 1 << 48;
 
-/// A [`Slab`] in a file mapped `MAP_SHARED`; dereferences to the slab.
+/// A [`Slab`] in a file mapped `MAP_SHARED`; dereferences to the slab (`&Slab`).
 ///
 /// ```
 /// use pitlane_slab::{Config, ShmSlab};
@@ -89,6 +95,34 @@ const LOCK_BASE: i64 = 1 << 48;
 /// std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Space
+///
+/// A file sized by `ftruncate` alone is sparse: no disk block or memory page backs it until it
+/// is first written, and a write into the mapping that finds the filesystem full (a small
+/// tmpfs such as a container's `/dev/shm`, a full disk, a quota, a memory cgroup's limit)
+/// kills the writing process with `SIGBUS`. So [`ShmSlab::create`] and
+/// [`ShmSlab::create_memfd`] reserve the whole region with `fallocate(2)` (mode 0: allocate,
+/// change no byte) before formatting it, and a filesystem without room fails the call with
+/// [`OpenError::Io`] (`ENOSPC`, `EFBIG`, `EDQUOT`, ...), the file removed. The cost: the
+/// region's memory or disk space is taken at creation, not as objects are first used. On a
+/// filesystem that cannot reserve space (`fallocate` fails with `EOPNOTSUPP`, `EINVAL` or
+/// `ENOSYS`) the file stays sparse, and the hazard with it. [`ShmSlab::open`] does not
+/// reserve: a file made sparse by another program stays sparse.
+///
+/// # No `&mut Slab`
+///
+/// A handle gives out no `&mut Slab`, so that the slab and the file whose locks say which of
+/// its owners are alive stay together. (Were the slabs of two handles on two files swapped,
+/// `recover()` would judge the owners of one file by the locks of the other and free a live
+/// holder's objects.) The one `&mut self` method of [`Slab`],
+/// [`reclaim_lost`](ShmSlab::reclaim_lost), is forwarded.
+///
+/// ```compile_fail,E0596
+/// fn swap(mut a: pitlane_slab::ShmSlab, mut b: pitlane_slab::ShmSlab) {
+///     std::mem::swap(&mut *a, &mut *b); // no `DerefMut`: a `ShmSlab` lends only `&Slab`
+/// }
+/// ```
 #[derive(Debug)]
 pub struct ShmSlab {
     slab: Slab,
@@ -103,12 +137,6 @@ pub struct ShmSlab {
 impl std::borrow::Borrow<Slab> for ShmSlab {
     fn borrow(&self) -> &Slab {
         &self.slab
-    }
-}
-
-impl std::ops::DerefMut for ShmSlab {
-    fn deref_mut(&mut self) -> &mut Slab {
-        &mut self.slab
     }
 }
 
@@ -171,11 +199,13 @@ fn lock_record(slot: usize, kind: libc::c_short) -> libc::flock {
 
 impl ShmSlab {
     /// Creates the file `path` (it must not exist; a symbolic link is not followed) with
-    /// mode 0600 and formats an empty slab in it.
+    /// mode 0600, reserves its space (see [Space](ShmSlab#space)) and formats an empty slab in
+    /// it.
     ///
     /// # Errors
     /// [`OpenError::InvalidConfig`], or [`OpenError::Io`] (`AlreadyExists` when the path
-    /// exists, including as a symbolic link).
+    /// exists, including as a symbolic link; `StorageFull`, `FileTooLarge` and the like when
+    /// the filesystem cannot hold the region). On an error the file is removed.
     ///
     /// ```
     /// let path = std::env::temp_dir().join(format!("pitlane-doc-create-{}", std::process::id()));
@@ -232,7 +262,10 @@ impl ShmSlab {
                 return Err(OpenError::Io(io::Error::last_os_error()));
             }
             file.set_len(geo.len as u64).map_err(OpenError::Io)?;
+            // Mapped before the space is reserved: a region too large for the address space
+            // fails here, before it would be reserved.
             let region = Region::file(file.as_fd(), geo.len).map_err(OpenError::Io)?;
+            reserve(&file, geo.len).map_err(OpenError::Io)?;
             let slab = Slab::format(region, geo, 0);
             Self::attach(slab, file, path)
         })();
@@ -349,9 +382,11 @@ impl ShmSlab {
     /// `exec`, once close-on-exec is cleared on a duplicate), another process receives it
     /// over a Unix socket, and each calls [`ShmSlab::open_fd`] to attach with its own slot.
     ///
+    /// Its memory is reserved at creation (see [Space](ShmSlab#space)).
+    ///
     /// # Errors
-    /// [`OpenError::InvalidConfig`]; [`OpenError::Io`] when the memory file cannot be made or
-    /// sealed.
+    /// [`OpenError::InvalidConfig`]; [`OpenError::Io`] when the memory file cannot be made,
+    /// sealed or given its memory (`ENOSPC`, `ENOMEM`: a memory cgroup's limit, for one).
     ///
     /// ```
     /// use std::os::fd::AsFd;
@@ -384,7 +419,10 @@ impl ShmSlab {
         if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
             return Err(OpenError::Io(io::Error::last_os_error()));
         }
+        // Mapped first, so that a region too large for the address space fails before its
+        // memory is reserved; the reservation stays within the sealed size.
         let region = Region::file(file.as_fd(), geo.len).map_err(OpenError::Io)?;
+        reserve(&file, geo.len).map_err(OpenError::Io)?;
         let slab = Slab::format(region, geo, 0);
         let path = PathBuf::from(format!("memfd:{name}"));
         Self::attach(slab, file, &path)
@@ -738,6 +776,46 @@ impl ShmSlab {
     pub fn layout(&self) -> (usize, usize) {
         let g = self.geometry();
         (g.objects_at, g.stride * g.config.capacity as usize)
+    }
+
+    /// [`Slab::reclaim_lost`] on this handle's slab: puts back every object handed out but
+    /// neither owned nor listed (announced in this handle's intent records, so that a kill in
+    /// the middle leaves nothing `recover()` cannot resolve). Only while no other thread or
+    /// process allocates or frees in the file.
+    ///
+    /// # Errors
+    /// As [`Slab::reclaim_lost`].
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("pitlane-doc-lost-{}", std::process::id()));
+    /// let mut slab = pitlane_slab::ShmSlab::create(&path, pitlane_slab::Config::new(8, 4))?;
+    /// assert_eq!(slab.reclaim_lost()?, 0);
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reclaim_lost(&mut self) -> Result<usize, SlabError> {
+        self.slab.reclaim_lost()
+    }
+}
+
+/// Reserves the first `len` bytes of `file` (`fallocate` mode 0: allocates what is not yet,
+/// changes no byte), so that a filesystem without room fails here rather than with `SIGBUS` at
+/// a later write into the mapping. `fallocate(2)` rather than `posix_fallocate(3)`: the C
+/// library's fallback for filesystems without it writes a byte per block, which would take
+/// minutes for a large region; such filesystems keep a sparse file (`Ok`).
+fn reserve(file: &File, len: usize) -> io::Result<()> {
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    loop {
+        // SAFETY: a valid descriptor; mode 0 with an in-range offset and length.
+        if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => return Ok(()),
+            _ => return Err(err),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use pitlane_sync::Tagged;
 
-use crate::freelist::{self, Links, SLAB_INDEX_BITS};
+use crate::freelist::{Links, SLAB_INDEX_BITS};
 use crate::layout::{BUMP_AT, Geometry, HEAD_STRIDE, HEADS_AT, LANE_STRIDE, LANES, MAX_ATTACHED};
 use crate::protocol::{self, gen_of};
 use crate::region::{Region, RegionKind};
@@ -255,8 +255,8 @@ impl Slab {
         }
         let header = geo.header();
         // SAFETY: the header lies within the region (it is at least a page long); the copy
-        // is volatile because a process opening the file may read these bytes meanwhile.
-        unsafe { volatile_copy_in(slab.region.base().as_ptr(), &header) };
+        // is atomic because a process opening the file may read these bytes meanwhile.
+        unsafe { atomic_copy_in(slab.region.base().as_ptr(), &header) };
         std::sync::atomic::fence(Ordering::Release);
         slab
     }
@@ -529,8 +529,9 @@ impl Slab {
 
     /// The address of the first byte of `id` in this process's mapping of the region.
     /// The memory may be written at any time by other threads and processes sharing the slab,
-    /// so it must only be accessed through atomics or volatile operations, never through a
-    /// Rust reference to plain data.
+    /// so it must only be accessed through atomics (`AtomicU64::from_ptr` and the like), never
+    /// through a Rust reference to plain data; a non-atomic access (even a volatile one) that
+    /// races with another thread's access to the same bytes is a data race.
     ///
     /// # Errors
     /// [`SlabError::OutOfRange`] for an index not below the capacity,
@@ -541,8 +542,10 @@ impl Slab {
     /// let slab = pitlane_slab::Slab::heap(pitlane_slab::Config::new(8, 2).with_align(8))?;
     /// let a = slab.alloc().unwrap();
     /// let p = slab.object_ptr(a)?;
-    /// // SAFETY: an allocated object of 8 bytes, 8-aligned; accessed volatilely.
-    /// unsafe { p.cast::<u64>().as_ptr().write_volatile(42) };
+    /// // SAFETY: an allocated object of 8 bytes, 8-aligned, inside the slab (which outlives
+    /// // the reference); accessed atomically only.
+    /// let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(p.cast::<u64>().as_ptr()) };
+    /// word.store(42, std::sync::atomic::Ordering::Relaxed);
     /// let mut back = [0; 8];
     /// slab.read(a, 0, &mut back)?;
     /// assert_eq!(u64::from_ne_bytes(back), 42);
@@ -579,9 +582,14 @@ impl Slab {
         }
     }
 
-    /// Copies `buf.len()` bytes of `id` from `offset` into `buf` (volatile reads: another
-    /// process may be writing the object; then the copy may mix old and new bytes, as any
-    /// unsynchronised read does, but it is never undefined behaviour here).
+    /// Copies `buf.len()` bytes of `id` from `offset` into `buf`.
+    ///
+    /// The bytes are copied with relaxed atomic loads of the 8-aligned words (`AtomicU64`) the
+    /// span touches; [`Slab::write`] stores whole words the same way and updates a word it
+    /// covers in part with a compare-and-swap that changes only the span's bytes. Every access
+    /// `read`, `write` and [`Slab::atomic_u64`] make is an aligned 8-byte atomic, so they may
+    /// race with each other on the same bytes, from threads or processes, without a data race:
+    /// a copy may mix old and new values across words, never within one.
     ///
     /// # Errors
     /// [`SlabError::OutOfRange`], [`SlabError::NotAllocated`] for an id that is not allocated
@@ -599,12 +607,14 @@ impl Slab {
     /// ```
     pub fn read(&self, id: ObjectId, offset: usize, buf: &mut [u8]) -> Result<(), SlabError> {
         let src = self.span(id, offset, buf.len())?;
-        // SAFETY: `span` checked that `buf.len()` bytes from `src` lie in the object.
-        unsafe { volatile_copy_out(buf, src.as_ptr()) };
+        // SAFETY: `span` checked that `buf.len()` bytes from `src` lie in the object, so the
+        // words they touch lie in the region.
+        unsafe { atomic_copy_out(buf, src.as_ptr()) };
         Ok(())
     }
 
-    /// Copies `data` into `id` at `offset` (volatile writes).
+    /// Copies `data` into `id` at `offset`, with relaxed atomic accesses to the 8-aligned
+    /// words it touches (see [`Slab::read`] for what that makes defined when it races).
     ///
     /// # Errors
     /// As [`Slab::read`].
@@ -620,8 +630,9 @@ impl Slab {
     /// ```
     pub fn write(&self, id: ObjectId, offset: usize, data: &[u8]) -> Result<(), SlabError> {
         let dst = self.span(id, offset, data.len())?;
-        // SAFETY: `span` checked that `data.len()` bytes from `dst` lie in the object.
-        unsafe { volatile_copy_in(dst.as_ptr(), data) };
+        // SAFETY: `span` checked that `data.len()` bytes from `dst` lie in the object, so the
+        // words they touch lie in the region.
+        unsafe { atomic_copy_in(dst.as_ptr(), data) };
         Ok(())
     }
 
@@ -756,6 +767,12 @@ impl Slab {
     /// itself as its owner (or between clearing its ownership and listing it) leaves behind.
     /// Returns how many it put back.
     ///
+    /// Each object goes back as a free does: its generation advances (a compare-exchange from
+    /// the state [`Slab::check`] saw) before it is listed, announced in an intent record on a
+    /// file-backed slab. So a dead process's intent record that still names the object (a
+    /// `recover()` or the next attachment to the dead slot resolves it later) no longer
+    /// matches it, and the object is never listed twice.
+    ///
     /// Only for a quiescent slab: no other thread or process may allocate or free until it
     /// returns (`&mut self` covers this process's threads; other processes are the caller's
     /// business). On a busy slab it could list an object that another thread has just taken.
@@ -776,10 +793,26 @@ impl Slab {
                 "check found problems; nothing reclaimed",
             ));
         }
+        let lane = self.lane();
+        let home = self.home();
+        let mut reclaimed = 0;
+        let mut failed = None;
         for id in &report.lost {
-            freelist::push(&*self, self.home(), id.index);
+            match protocol::put_back_lost(&*self, lane, home, id.index) {
+                Ok(true) => reclaimed += 1,
+                // Its state changed since `check` (the slab was not quiescent): left alone.
+                Ok(false) => {}
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
         }
-        Ok(report.lost.len())
+        self.release(lane);
+        match failed {
+            Some(e) => Err(SlabError::Corrupt(e.0)),
+            None => Ok(reclaimed),
+        }
     }
 }
 
@@ -831,7 +864,7 @@ impl fmt::Display for CheckReport {
             self.bumped,
             self.free_listed,
             self.owned,
-            self.capacity - self.bumped
+            self.capacity.saturating_sub(self.bumped)
         )?;
         for (owner, n) in &self.owners {
             writeln!(f, "  owner {owner:#x}: {n} objects")?;
@@ -854,55 +887,69 @@ impl fmt::Display for CheckReport {
     }
 }
 
-/// Copies `src` to `dst` with volatile writes, 8 bytes at a time where `dst` is aligned.
+/// The 8-aligned word holding the byte at `at`, and where that byte lies in it.
 ///
 /// # Safety
-/// `dst..dst + src.len()` must be valid for writes.
-pub(crate) unsafe fn volatile_copy_in(dst: *mut u8, src: &[u8]) {
+/// The whole word must lie in one allocation that is valid for reads and writes (in a slab's
+/// region it always does: the region starts on a page and is a whole number of pages long).
+unsafe fn word_of<'a>(at: *mut u8) -> (&'a AtomicU64, usize) {
+    let in_word = at.addr() % 8;
+    // SAFETY: the word lies in the same allocation (the caller's promise), so stepping back
+    // to its start stays in bounds; the result is 8-aligned, as `AtomicU64` needs.
+    let word = unsafe { AtomicU64::from_ptr(at.sub(in_word).cast::<u64>()) };
+    (word, in_word)
+}
+
+/// Copies `src` to `dst` with relaxed atomic accesses on the 8-aligned words the span
+/// touches: a word the span covers whole is stored; a word it covers in part is updated by a
+/// compare-and-swap on the whole word that changes only the span's bytes. Every access is an
+/// aligned 8-byte atomic, like those of [`Slab::atomic_u64`] and of [`atomic_copy_out`], so
+/// any of them may race with any other without a data race or a mixed-size race.
+///
+/// # Safety
+/// `dst..dst + src.len()` must be valid for writes, and so must the rest of the 8-aligned
+/// words it touches (a slab's region: see [`word_of`]).
+pub(crate) unsafe fn atomic_copy_in(dst: *mut u8, src: &[u8]) {
     let mut k = 0;
-    while k < src.len() && (dst.addr() + k) % 8 != 0 {
-        // SAFETY: `k < src.len()`, inside the span the caller vouches for.
-        unsafe { dst.add(k).write_volatile(src[k]) };
-        k += 1;
-    }
-    while k + 8 <= src.len() {
-        let mut w = [0_u8; 8];
-        w.copy_from_slice(&src[k..k + 8]);
-        // SAFETY: inside the span and 8-aligned (the loop above aligned `dst + k`).
-        unsafe {
-            dst.add(k)
-                .cast::<u64>()
-                .write_volatile(u64::from_ne_bytes(w))
-        };
-        k += 8;
-    }
     while k < src.len() {
-        // SAFETY: `k < src.len()`.
-        unsafe { dst.add(k).write_volatile(src[k]) };
-        k += 1;
+        // SAFETY: `k < src.len()`: a byte of the span, in a word the caller vouches for.
+        let (word, in_word) = unsafe { word_of(dst.add(k)) };
+        let n = (8 - in_word).min(src.len() - k);
+        let mut bytes = [0_u8; 8];
+        bytes[in_word..in_word + n].copy_from_slice(&src[k..k + n]);
+        let value = u64::from_ne_bytes(bytes);
+        if n == 8 {
+            word.store(value, Ordering::Relaxed);
+        } else {
+            let mut mask = [0_u8; 8];
+            mask[in_word..in_word + n].fill(0xFF);
+            let mask = u64::from_ne_bytes(mask);
+            // Never `Err`: the closure always gives a value.
+            let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                Some(old & !mask | value)
+            });
+        }
+        k += n;
     }
 }
 
-/// Copies from `src` into `dst` with volatile reads, 8 bytes at a time where `src` is aligned.
+/// Copies from `src` into `dst` with relaxed atomic loads of the 8-aligned words the span
+/// touches (the mirror of [`atomic_copy_in`]).
 ///
 /// # Safety
-/// `src..src + dst.len()` must be valid for reads.
-pub(crate) unsafe fn volatile_copy_out(dst: &mut [u8], src: *const u8) {
+/// `src..src + dst.len()` must be valid for reads, and the rest of the 8-aligned words it
+/// touches too; the words are read through `AtomicU64`, so they must lie in writable memory,
+/// as a slab's region always does (see [`word_of`]).
+pub(crate) unsafe fn atomic_copy_out(dst: &mut [u8], src: *const u8) {
+    // `from_ptr` takes `*mut`; these atomics are only loaded from.
+    let src = src.cast_mut();
     let mut k = 0;
-    while k < dst.len() && (src.addr() + k) % 8 != 0 {
-        // SAFETY: `k < dst.len()`, inside the span the caller vouches for.
-        dst[k] = unsafe { src.add(k).read_volatile() };
-        k += 1;
-    }
-    while k + 8 <= dst.len() {
-        // SAFETY: inside the span and 8-aligned.
-        let w = unsafe { src.add(k).cast::<u64>().read_volatile() };
-        dst[k..k + 8].copy_from_slice(&w.to_ne_bytes());
-        k += 8;
-    }
     while k < dst.len() {
-        // SAFETY: `k < dst.len()`.
-        dst[k] = unsafe { src.add(k).read_volatile() };
-        k += 1;
+        // SAFETY: `k < dst.len()`: a byte of the span, in a word the caller vouches for.
+        let (word, in_word) = unsafe { word_of(src.add(k)) };
+        let n = (8 - in_word).min(dst.len() - k);
+        let bytes = word.load(Ordering::Relaxed).to_ne_bytes();
+        dst[k..k + n].copy_from_slice(&bytes[in_word..in_word + n]);
+        k += n;
     }
 }

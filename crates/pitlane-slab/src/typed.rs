@@ -2,7 +2,10 @@
 
 use std::borrow::Borrow;
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
+use crate::slab::{atomic_copy_in, atomic_copy_out};
 use crate::{ObjectId, Slab, SlabError};
 
 /// Plain data that may live in memory shared with other processes.
@@ -48,7 +51,12 @@ unsafe impl<T: Plain, const N: usize> Plain for [T; N] {}
 /// A slab of `T` values: each object holds one `T`, read and written by copy.
 ///
 /// `S` is any handle that borrows a [`Slab`]: a `Slab`, a [`ShmSlab`](crate::ShmSlab), an
-/// `Arc<Slab>`, a `&Slab`.
+/// `Arc<Slab>`, a `&Slab`. Each access borrows the slab once and checks, on the slab it got,
+/// that its objects hold a `T` (two compares), so a `Borrow` implementation that returns
+/// different slabs at different calls gets errors, never an access past an object.
+///
+/// Values are copied in and out with relaxed atomic accesses, as [`Slab::read`] and
+/// [`Slab::write`] copy bytes.
 ///
 /// ```
 /// use pitlane_slab::{Config, Slab, TypedSlab};
@@ -97,17 +105,16 @@ impl<T: Plain, S: Borrow<Slab>> TypedSlab<T, S> {
     /// # Ok::<(), pitlane_slab::OpenError>(())
     /// ```
     pub fn new(slab: S) -> Result<Self, SlabError> {
-        let c = slab.borrow().config();
-        if c.object_size < size_of::<T>() || c.align < align_of::<T>() {
-            return Err(SlabError::TypeMismatch);
-        }
+        fits::<T>(slab.borrow())?;
         Ok(Self {
             slab,
             _values: PhantomData,
         })
     }
 
-    /// Allocates an object and stores `value` in it; `None` when none is free.
+    /// Allocates an object and stores `value` in it; `None` when none is free (or when the
+    /// slab `S` borrows now does not hold a `T`, which only a `Borrow` implementation that
+    /// returns different slabs can make happen).
     ///
     /// ```
     /// let s = pitlane_slab::TypedSlab::<u8>::new(pitlane_slab::Slab::heap(pitlane_slab::TypedSlab::<u8>::config(1))?)?;
@@ -116,16 +123,19 @@ impl<T: Plain, S: Borrow<Slab>> TypedSlab<T, S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn alloc_with(&self, value: T) -> Option<ObjectId> {
-        let id = self.slab.borrow().alloc()?;
-        // Cannot fail: `id` is in range and `T` fits (checked in `new`).
-        self.set(id, value).ok()?;
+        let slab = self.slab.borrow();
+        fits::<T>(slab).ok()?;
+        let id = slab.alloc()?;
+        // Cannot fail: `id` was just allocated in `slab`, whose objects hold a `T`.
+        store(slab, id, value).ok()?;
         Some(id)
     }
 
     /// A copy of the value in `id`.
     ///
     /// # Errors
-    /// [`SlabError::OutOfRange`].
+    /// [`SlabError::OutOfRange`], [`SlabError::NotAllocated`] (a stale id), or
+    /// [`SlabError::TypeMismatch`] when the slab `S` borrows now does not hold a `T`.
     ///
     /// ```
     /// let s = pitlane_slab::TypedSlab::<u32>::new(pitlane_slab::Slab::heap(pitlane_slab::TypedSlab::<u32>::config(1))?)?;
@@ -134,17 +144,25 @@ impl<T: Plain, S: Borrow<Slab>> TypedSlab<T, S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get(&self, id: ObjectId) -> Result<T, SlabError> {
-        let p = self.slab.borrow().object_ptr(id)?;
-        // SAFETY: the object holds at least `size_of::<T>()` bytes at an address aligned for
-        // `T` (checked in `new`); the read is volatile because other processes may write it,
-        // and any bytes make a valid `T` (the `Plain` contract).
-        Ok(unsafe { p.cast::<T>().as_ptr().read_volatile() })
+        let p = object::<T>(self.slab.borrow(), id)?;
+        // All zero: every byte initialised, so the bytes may be viewed as a `[u8]`.
+        let mut value = MaybeUninit::<T>::zeroed();
+        // SAFETY: `value` is `size_of::<T>()` initialised bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(value.as_mut_ptr().cast::<u8>(), size_of::<T>())
+        };
+        // SAFETY: `object` checked, on this very slab, that the object holds at least
+        // `size_of::<T>()` bytes (so the words they touch lie in its region); atomic loads,
+        // because other threads and processes may write them meanwhile.
+        unsafe { atomic_copy_out(bytes, p.as_ptr()) };
+        // SAFETY: any bytes make a valid `T` (the `Plain` contract).
+        Ok(unsafe { value.assume_init() })
     }
 
     /// Stores `value` in `id`.
     ///
     /// # Errors
-    /// [`SlabError::OutOfRange`].
+    /// As [`TypedSlab::get`].
     ///
     /// ```
     /// let s = pitlane_slab::TypedSlab::<u32>::new(pitlane_slab::Slab::heap(pitlane_slab::TypedSlab::<u32>::config(1))?)?;
@@ -154,11 +172,7 @@ impl<T: Plain, S: Borrow<Slab>> TypedSlab<T, S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set(&self, id: ObjectId, value: T) -> Result<(), SlabError> {
-        let p = self.slab.borrow().object_ptr(id)?;
-        // SAFETY: as in `get`; `T` has no padding (the `Plain` contract), so every byte
-        // written is initialised.
-        unsafe { p.cast::<T>().as_ptr().write_volatile(value) };
-        Ok(())
+        store(self.slab.borrow(), id, value)
     }
 
     /// Frees `id` (see [`Slab::free`]).
@@ -187,4 +201,37 @@ impl<T: Plain, S: Borrow<Slab>> TypedSlab<T, S> {
     pub fn slab(&self) -> &Slab {
         self.slab.borrow()
     }
+}
+
+/// Checks that the objects of `slab` are large and aligned enough for a `T`.
+#[inline]
+fn fits<T: Plain>(slab: &Slab) -> Result<(), SlabError> {
+    let c = slab.config();
+    if c.object_size < size_of::<T>() || c.align < align_of::<T>() {
+        return Err(SlabError::TypeMismatch);
+    }
+    Ok(())
+}
+
+/// The address of `id` in `slab`, checked to hold a `T`. The check is made on the very slab
+/// the address comes from: `S::borrow` is safe code and may return another slab at each call.
+#[inline]
+fn object<T: Plain>(slab: &Slab, id: ObjectId) -> Result<NonNull<u8>, SlabError> {
+    fits::<T>(slab)?;
+    slab.object_ptr(id)
+}
+
+/// Stores `value` in `id` of `slab`.
+#[inline]
+fn store<T: Plain>(slab: &Slab, id: ObjectId, value: T) -> Result<(), SlabError> {
+    let p = object::<T>(slab, id)?;
+    // SAFETY: `T` has no padding (the `Plain` contract), so its `size_of::<T>()` bytes are
+    // initialised; `value` lives to the end of the function.
+    let bytes =
+        unsafe { std::slice::from_raw_parts((&raw const value).cast::<u8>(), size_of::<T>()) };
+    // SAFETY: `object` checked, on this very slab, that the object holds at least
+    // `size_of::<T>()` bytes (so the words they touch lie in its region); atomic accesses,
+    // because other threads and processes may read and write them meanwhile.
+    unsafe { atomic_copy_in(p.as_ptr(), bytes) };
+    Ok(())
 }

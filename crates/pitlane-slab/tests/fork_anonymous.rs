@@ -9,7 +9,7 @@ fn a_forked_child_shares_the_objects() {
     let slab = Slab::anonymous(Config::new(16, 8).with_shards(2)).unwrap();
     let mine = slab.alloc().unwrap();
     slab.write(mine, 0, b"from the parent!").unwrap();
-    // SAFETY: the child only touches the mapping (atomics, volatile copies) and `_exit`s; it
+    // SAFETY: the child only touches the mapping (atomics, atomic copies) and `_exit`s; it
     // allocates no heap memory and takes no lock another thread of this process might hold.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");

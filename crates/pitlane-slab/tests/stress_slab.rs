@@ -111,6 +111,106 @@ fn threads_running_the_slab_dry() {
     run(Config::new(8, 6).with_shards(3), 4, pairs(), 4);
 }
 
+/// `Slab::read`, `Slab::write`, `Slab::atomic_u64` and a `TypedSlab`'s `get`/`set` on the same
+/// whole words of one object, from four threads at once: safe calls only, so no data race.
+/// The copies are relaxed atomic accesses, a word at a time where aligned; a copy made of
+/// non-atomic (even volatile) accesses racing with `atomic_u64` would be a data race, which
+/// ThreadSanitizer reports (CI runs the `stress_*` tests under it). Natively it checks that no
+/// word tears: every word read has the eight equal bytes some writer stored.
+#[test]
+fn reads_writes_typed_values_and_atomic_words_of_one_object_may_race() {
+    use pitlane_slab::TypedSlab;
+    let slab = Slab::heap(Config::new(16, 1).with_shards(1).with_align(8)).unwrap();
+    let id = slab.alloc().unwrap();
+    let typed = TypedSlab::<[u64; 2], &Slab>::new(&slab).unwrap();
+    let rounds: u64 = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        200_000
+    };
+    /// A word whose eight bytes are `b`.
+    fn splat(b: u8) -> u64 {
+        u64::from_ne_bytes([b; 8])
+    }
+    fn whole(w: u64) -> bool {
+        w.to_ne_bytes().iter().all(|&b| b == w as u8)
+    }
+    run_threads(4, |t| {
+        for n in 0..rounds {
+            let b = (n as u8) | 1;
+            match t {
+                0 => slab.write(id, 0, &[b; 16]).unwrap(),
+                1 => {
+                    let mut buf = [0; 16];
+                    slab.read(id, 0, &mut buf).unwrap();
+                    for w in buf.chunks(8) {
+                        assert!(w.iter().all(|&x| x == w[0]), "a word tore: {buf:?}");
+                    }
+                }
+                2 => {
+                    let word = slab.atomic_u64(id, 8).unwrap();
+                    if n % 2 == 0 {
+                        assert!(whole(word.load(Ordering::Relaxed)));
+                    } else {
+                        word.store(splat(b), Ordering::Relaxed);
+                    }
+                }
+                _ => {
+                    if n % 2 == 0 {
+                        typed.set(id, [splat(b); 2]).unwrap();
+                    } else {
+                        let got = typed.get(id).unwrap();
+                        assert!(got.iter().all(|&w| whole(w)), "{got:x?}");
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// A `write` that covers part of a word updates the word with a compare-and-swap that keeps
+/// its other bytes, so it loses no update another thread makes to them meanwhile through
+/// `atomic_u64` (and, every access being an aligned 8-byte atomic, the two do not race). One
+/// thread counts in byte 0 of a word with `fetch_add` while another writes bytes 1 to 7 over
+/// and over; every increment must survive.
+#[test]
+fn a_partial_word_write_keeps_concurrent_updates_to_the_rest_of_the_word() {
+    let slab = Slab::heap(Config::new(16, 1).with_shards(1).with_align(8)).unwrap();
+    let id = slab.alloc().unwrap();
+    const INCREMENTS: u64 = 250;
+    let writes: u64 = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        200_000
+    };
+    for _ in 0..20 {
+        slab.write(id, 0, &[0; 8]).unwrap();
+        run_threads(2, |t| {
+            if t == 0 {
+                let word = slab.atomic_u64(id, 0).unwrap();
+                for _ in 0..INCREMENTS {
+                    // Byte 0 is the low byte on a little-endian machine, the high one on a
+                    // big-endian one: count in whichever `to_ne_bytes` puts first.
+                    word.fetch_add(
+                        u64::from_ne_bytes([1, 0, 0, 0, 0, 0, 0, 0]),
+                        Ordering::Relaxed,
+                    );
+                    std::hint::spin_loop();
+                }
+            } else {
+                for n in 0..writes {
+                    slab.write(id, 1, &[(n as u8) | 1; 7]).unwrap();
+                }
+            }
+        });
+        let mut back = [0; 8];
+        slab.read(id, 0, &mut back).unwrap();
+        assert_eq!(u64::from(back[0]), INCREMENTS, "increments lost: {back:?}");
+        let last = ((writes - 1) as u8) | 1;
+        assert_eq!(back[1..], [last; 7]);
+    }
+}
+
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;

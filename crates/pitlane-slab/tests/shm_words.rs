@@ -1,0 +1,339 @@
+//! File-backed slabs whose shared words are written directly, through a second descriptor of
+//! the file, exactly as a process killed at a given instant (or a hostile peer) leaves them:
+//! dead intent records next to an object `reclaim_lost` then puts back, which a later
+//! `recover()` or attachment to the dead slot must not list a second time; a cyclic free list
+//! and a reset bump word, which must never make the slab hand one object to two holders.
+//!
+//! The offsets are recomputed here from the documented geometry (`layout.rs`), not taken from
+//! the crate, so that a change of layout shows up as a failure here.
+#![cfg(not(pitlane_loom))]
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use pitlane_slab::{Config, ObjectId, ShmSlab, SlabError};
+use pitlane_sync::Tagged;
+
+/// A fresh directory under the temporary directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "pitlane-words-{}-{}-{name}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---- the region layout, recomputed from the documented geometry (layout.rs) ----
+
+const HEADS_AT: u64 = 256;
+const HEAD_STRIDE: u64 = 128;
+const BUMP_AT: u64 = 128;
+const MAX_ATTACHED: u64 = 128;
+const LANES: u64 = 16;
+const LANE_STRIDE: u64 = 64;
+
+/// The high bit of a free object's tag that names the lane whose free made it free.
+const FREED_BY: u64 = 1 << 31;
+
+type Head = Tagged<24>;
+
+fn align_up(x: u64, a: u64) -> u64 {
+    (x + a - 1) & !(a - 1)
+}
+
+struct Offsets {
+    lanes_at: u64,
+    next_at: u64,
+    owners_at: u64,
+    objects_at: u64,
+}
+
+fn offsets(c: &Config) -> Offsets {
+    let cap = u64::from(c.capacity);
+    let epochs_at = HEADS_AT + HEAD_STRIDE * u64::from(c.shards);
+    let lanes_at = align_up(epochs_at + 8 * MAX_ATTACHED, 64);
+    let next_at = lanes_at + LANE_STRIDE * LANES * MAX_ATTACHED;
+    let owners_at = align_up(next_at + 4 * cap, 8);
+    let objects_at = align_up(owners_at + 8 * cap, (c.align as u64).max(64));
+    Offsets {
+        lanes_at,
+        next_at,
+        owners_at,
+        objects_at,
+    }
+}
+
+/// What an intent record announces (`protocol::Kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Taking never-used object number `n` by the bump.
+    Bump,
+    /// Popping an object off a shard.
+    Pop,
+    /// Pushing an object freed by this lane onto a shard.
+    Push,
+}
+
+/// An intent record as `protocol::Intent::encode` writes it, and its check word.
+fn intent(kind: Kind, shard: u64, index: u32, generation: u32) -> (u64, u64) {
+    let kind = match kind {
+        Kind::Bump => 2_u64,
+        Kind::Pop => 3,
+        Kind::Push => 4,
+    };
+    let word = kind << 61
+        | (shard & 0x3f) << 55
+        | u64::from(index & 0xff_ffff) << 31
+        | u64::from(generation & 0x7fff_ffff);
+    (word, word.rotate_left(23) ^ 0x9e37_79b9_7f4a_7c15)
+}
+
+fn read_u64(file: &File, at: u64) -> u64 {
+    let mut b = [0; 8];
+    file.read_exact_at(&mut b, at).unwrap();
+    u64::from_le_bytes(b)
+}
+
+fn write_u64(file: &File, at: u64, v: u64) {
+    file.write_all_at(&v.to_le_bytes(), at).unwrap();
+}
+
+fn write_u32(file: &File, at: u64, v: u32) {
+    file.write_all_at(&v.to_le_bytes(), at).unwrap();
+}
+
+fn head_of(file: &File, shard: u64) -> Head {
+    Head::from_bits(read_u64(file, HEADS_AT + HEAD_STRIDE * shard))
+}
+
+/// What is done after `reclaim_lost` put the dead process's object back.
+#[derive(Clone, Copy, Debug)]
+enum Then {
+    /// The routine `recover()`, which resolves the dead slot's intent records.
+    Recover,
+    /// The next handle to attach, which takes the dead slot and resolves its records first.
+    Attach,
+    /// Nothing.
+    Nothing,
+}
+
+/// A process attached in slot 1 is killed in the middle of an alloc or a free, leaving one
+/// object lost (handed out, neither listed nor owned) and a valid intent record naming it in
+/// its first lane. Then the survivor (slot 0) calls `reclaim_lost`, and `then` happens. At the
+/// end the slab must be whole and its one object handed out exactly once.
+///
+/// The slab has one object and two shards. The dead process's home shard and the survivor's
+/// differ (a handle's home shard is its slot plus the thread's number, modulo the shards), so
+/// that for `Pop` and `Push` records `reclaim_lost` lists the object on a shard other than the
+/// one the record names — where recovery's "not on the detached chain" test alone cannot tell
+/// that the object was put back.
+fn dead_record_then_reclaim_lost(kind: Kind, then: Then) {
+    let dir = Scratch::new("dead-record");
+    let path = dir.path("s");
+    let config = Config::new(16, 1).with_shards(2);
+    let off = offsets(&config);
+    let mut survivor = ShmSlab::create(&path, config).unwrap();
+    assert_eq!(survivor.layout().0 as u64, off.objects_at);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let victim = ShmSlab::open(&path, config).unwrap();
+    let slot = victim.slot() as u64;
+    let lane = slot * LANES;
+    let lane_at = off.lanes_at + LANE_STRIDE * lane;
+    let state_at = off.owners_at; // object 0's state word
+    let (word, check) = match kind {
+        Kind::Bump => {
+            // Killed between its bump exchange (0 -> 1) and its claim: the object is still
+            // `(0, 0)`, never used.
+            assert_eq!(read_u64(&file, BUMP_AT), 0);
+            write_u64(&file, BUMP_AT, 1);
+            intent(Kind::Bump, 0, 0, 0)
+        }
+        Kind::Pop | Kind::Push => {
+            // The object goes through one alloc and free of the victim: listed on its home shard.
+            let a = victim.alloc().unwrap();
+            victim.free(a).unwrap();
+            let home = (0..2).find(|&s| head_of(&file, s).index() == a.index());
+            let home = home.expect("the freed object is listed");
+            if kind == Kind::Pop {
+                // Killed between its head exchange and its claim: off the list, state
+                // `(1, freed)`.
+                let head = head_of(&file, home);
+                write_u64(
+                    &file,
+                    HEADS_AT + HEAD_STRIDE * home,
+                    head.successor(Head::NIL).to_bits(),
+                );
+                intent(Kind::Pop, home, a.index(), 1)
+            } else {
+                // Allocated again, then killed between its free's state exchange (which wrote
+                // generation 2, freed by this lane) and its push.
+                let b = victim.alloc().unwrap();
+                assert_eq!(b, ObjectId::new(a.index(), 1));
+                write_u64(&file, state_at, 2 << 32 | FREED_BY | lane);
+                intent(Kind::Push, home, a.index(), 2)
+            }
+        }
+    };
+    write_u64(&file, lane_at, word);
+    write_u64(&file, lane_at + 8, check);
+    drop(victim); // SIGKILL: the lock goes, the words stay
+    let report = survivor.check();
+    assert_eq!(report.lost.len(), 1, "{kind:?}: {report}");
+    // The remedy for a quiescent slab: put the lost object back.
+    assert_eq!(survivor.reclaim_lost().unwrap(), 1, "{kind:?}");
+    let report = survivor.check();
+    assert!(report.is_consistent(), "{kind:?}: {report}");
+    assert_eq!(report.free_listed, 1, "{kind:?}: {report}");
+    if kind != Kind::Bump {
+        // The premise: listed on a shard other than the one the record names.
+        let record_shard = word >> 55 & 0x3f;
+        assert_eq!(head_of(&file, record_shard).index(), Head::NIL, "{kind:?}");
+    }
+    let what = match then {
+        Then::Recover => format!("recover: {:?}", survivor.recover().unwrap()),
+        Then::Attach => {
+            let next = ShmSlab::open(&path, config).unwrap();
+            assert_eq!(next.slot() as u64, slot);
+            "attach to the dead slot".to_string()
+        }
+        Then::Nothing => "nothing".to_string(),
+    };
+    let report = survivor.check();
+    assert!(
+        report.is_consistent() && report.free_listed == 1,
+        "{kind:?} record, reclaim_lost, then {what}: the object is listed twice\n{report}"
+    );
+    // The one object is handed out once, and then the slab is empty (not corrupt).
+    let id = survivor.try_alloc().unwrap().expect("the object");
+    assert_eq!(survivor.owner_of(id).unwrap(), Some(survivor.owner_tag()));
+    assert_eq!(survivor.try_alloc(), Ok(None), "{kind:?}, then {what}");
+}
+
+/// `Slab::reclaim_lost` advances the generation of each object it puts back, so that the dead
+/// process's intent record that still names it — `Bump` (state `(0, 0)`), `Pop` (its
+/// generation, free) or `Push` (its generation, freed by the dead lane), the last two naming
+/// another shard than the one `reclaim_lost` listed it on — no longer matches it when the
+/// routine `recover()` resolves the record: the object is listed once.
+#[test]
+fn recover_after_reclaim_lost_lists_each_object_once() {
+    for kind in [Kind::Bump, Kind::Pop, Kind::Push] {
+        dead_record_then_reclaim_lost(kind, Then::Recover);
+    }
+}
+
+/// As `recover_after_reclaim_lost_lists_each_object_once`, when the next handle to attach
+/// takes the dead slot and resolves its old intent records inside `ShmSlab::open`.
+#[test]
+fn attaching_to_the_dead_slot_after_reclaim_lost_lists_each_object_once() {
+    for kind in [Kind::Bump, Kind::Pop, Kind::Push] {
+        dead_record_then_reclaim_lost(kind, Then::Attach);
+    }
+}
+
+/// `ShmSlab::reclaim_lost` (forwarded to `Slab::reclaim_lost`, since a `ShmSlab` lends no
+/// `&mut Slab`) puts back what a process killed mid-alloc or mid-free left lost.
+#[test]
+fn shm_slab_reclaim_lost_puts_back_what_a_killed_process_left() {
+    for kind in [Kind::Bump, Kind::Pop, Kind::Push] {
+        dead_record_then_reclaim_lost(kind, Then::Nothing);
+    }
+}
+
+/// A file whose free list was made cyclic (b -> a -> b) and whose bump word was reset and
+/// then set to u64::MAX: allocation fails with `Corrupt` or hands out distinct objects, never
+/// one object to two holders; `check` names the cycle and the bump word; `recover` returns;
+/// out-of-range heads and owner words of every shape are answered, never a panic or a hang.
+#[test]
+fn a_cyclic_free_list_and_a_reset_bump_word_never_hand_an_object_out_twice() {
+    let dir = Scratch::new("cycle");
+    let path = dir.path("s");
+    let config = Config::new(16, 6).with_shards(1);
+    let off = offsets(&config);
+    let slab = ShmSlab::create(&path, config).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let a = slab.alloc().unwrap();
+    let b = slab.alloc().unwrap();
+    slab.free(a).unwrap();
+    slab.free(b).unwrap(); // list: b -> a -> nil
+    write_u32(&file, off.next_at + 4 * u64::from(a.index()), b.index()); // b -> a -> b
+    let report = slab.check();
+    assert!(
+        report.problems.iter().any(|p| p.contains("twice")),
+        "{report}"
+    );
+    // The bump word reset to 0: the bump would hand out objects already in use.
+    write_u64(&file, BUMP_AT, 0);
+    let mut held: Vec<ObjectId> = Vec::new();
+    let mut errors = 0;
+    for _ in 0..40 {
+        match slab.try_alloc() {
+            Ok(Some(id)) => {
+                assert!(
+                    held.iter().all(|h| h.index() != id.index()),
+                    "{id} handed out twice"
+                );
+                held.push(id);
+            }
+            Ok(None) => {}
+            Err(SlabError::Corrupt(_)) => errors += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(errors > 0);
+    for id in &held {
+        assert_eq!(slab.owner_of(*id).unwrap(), Some(slab.owner_tag()));
+    }
+    write_u64(&file, BUMP_AT, u64::MAX);
+    let _ = slab.try_alloc();
+    let report = slab.check();
+    assert!(
+        report.problems.iter().any(|p| p.contains("bump word")),
+        "{report}"
+    );
+    slab.recover().unwrap();
+    // Out-of-range head and link words.
+    write_u64(&file, HEADS_AT, 0xff_fffe);
+    assert!(matches!(
+        slab.try_alloc(),
+        Err(SlabError::Corrupt(_)) | Ok(None)
+    ));
+    let _ = slab.check();
+    // Owner words with every tag shape: queries answer, never panic.
+    for tag in [0_u64, 1, 0xff, 0x100, 0x180, 0x181, 1 << 31, u64::MAX] {
+        let _ = slab.is_owner_alive(tag).unwrap();
+        write_u64(&file, off.owners_at, tag);
+        let _ = slab.current_id(0).unwrap();
+        let _ = slab.owner_of(ObjectId::from_index(0)).unwrap();
+    }
+    let _ = slab.recover();
+}
+
+// Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
+#[cfg(pitlane_alloc_global)]
+extern crate pitlane_alloc;
