@@ -92,7 +92,16 @@
 //! |---|---|---|
 //! | `std` | yes | `parking_lot`'s lock as the default lock, a parker that sleeps in `parking_lot_core`'s parking lot, the `blocking_*` forms; implies `alloc` |
 //! | `alloc` | via `std` | `Arc`-owned futures and permits (`notified_owned`, `acquire_owned`, `OwnedSemaphorePermit`) |
-//! | `tokio` | no | the `blocking_*` forms panic, as tokio's do, when called on a thread that drives a tokio runtime |
+//! | `tokio` | no | the acquires spend tokio's cooperative budget, as tokio's do; the `blocking_*` forms panic, as tokio's do, when called on a thread that drives a tokio runtime (enables tokio's `sync` and `rt` features) |
+//!
+//! The cooperative budget: on a tokio runtime, tokio's `Semaphore::acquire*` futures spend a
+//! unit of the task's budget each time they complete, and once it is spent they return
+//! `Pending` (holding the permits they took, so that they keep their place) until the task has
+//! yielded to the runtime; a task that keeps acquiring free permits thus lets the other tasks
+//! of its thread run. With the `tokio` feature, this crate's acquires do the same (through
+//! `tokio::task::coop::poll_proceed`). Without it they know no budget: they complete as soon
+//! as the permits are there, and such a task holds its thread until it awaits something else
+//! that yields. Neither crate's `Notified` spends the budget.
 //!
 //! Without `std` the crate is `no_std` (with `alloc` optional); its default lock is then
 //! pitlane-sync's test-and-test-and-set spin lock. Any `lock_api::RawMutex` can serve as the

@@ -92,9 +92,16 @@ impl Waiter {
 
     /// Under the lock: records how the waiter was notified and takes its waker.
     fn notify(&self, how: u8) -> Option<Waker> {
-        self.notification.store(how, Ordering::Relaxed);
+        self.mark(how);
         // SAFETY: called by a lock holder on a queued node being removed.
         unsafe { self.waker.take() }
+    }
+
+    /// Under the lock: records how the waiter was notified and leaves its waker in it (a
+    /// drain finished while a panic unwinds; the owner finds the notification when next
+    /// polled, and drops the waker with its future).
+    fn mark(&self, how: u8) {
+        self.notification.store(how, Ordering::Relaxed);
     }
 }
 
@@ -311,7 +318,10 @@ impl Notify {
     ///
     /// The set of waiters woken is fixed atomically at the call: a task that starts waiting
     /// while the wake-ups are under way is not woken by this call. If a waker panics, the
-    /// remaining waiters are still marked notified before the panic continues.
+    /// remaining waiters are still marked notified before the panic continues, as tokio's
+    /// are: they are not woken, and keep their wakers (each is dropped with its future), so
+    /// that no waker is dropped while the lock is held or the panic unwinds; each completes
+    /// when next polled.
     ///
     /// ```
     /// use std::pin::pin;
@@ -333,7 +343,11 @@ impl Notify {
             return;
         }
         let mut locked = self.queue.lock();
-        locked.drain(NO_PERMIT, |waiter| waiter.notify(NOTIFIED_ALL));
+        locked.drain(
+            NO_PERMIT,
+            |waiter| waiter.notify(NOTIFIED_ALL),
+            |waiter| waiter.mark(NOTIFIED_ALL),
+        );
     }
 }
 

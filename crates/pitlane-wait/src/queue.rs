@@ -59,20 +59,27 @@
 //! nodes keep their `Queued` status, so an owner that drops its future meanwhile takes the
 //! lock and unlinks itself from that list with the same unlink (in a circular list every node
 //! has both neighbours, so the tail and head never come into it). The drainer removes nodes
-//! one by one, and may release the lock between batches of wake-ups; on a panic in a waker,
-//! it takes the lock back and finishes marking the remaining nodes before its sentinel goes.
+//! one by one, and may release the lock between batches of wake-ups (before it takes the
+//! waker of the first node of the next batch); on a panic in a waker, it takes the lock back
+//! and finishes the remaining nodes before its sentinel goes, with the remover's `mark`,
+//! which records their outcome and leaves their wakers in them: no waker is taken, and so
+//! none dropped, under the lock while the panic unwinds (each is dropped with its future, by
+//! its owner, as tokio's `notify_waiters` leaves them).
 //!
-//! **Panics in user code.** The queue calls three kinds of user code: the remover's `take`
-//! (under the lock), wakers (with the lock released) and the [`Parker`]. None of their panics
-//! breaks the structure: a node unlinked by a remover is marked `Dequeued` even if `take`
-//! panics (a node out of the queue but still `Queued` would be unlinked again by its owner,
-//! through links that no longer hold — in a drain, through the sentinel of a returned call);
-//! a guard that released the lock to wake a batch takes it back even if a waker panics, so it
-//! never goes on without the lock, and the rest of that batch is dropped unwoken (as tokio's
-//! `WakeList` does; waking them during the unwinding would make a second panicking waker an
-//! abort); a parker is only called before a removal changes anything, or after an enqueue
-//! is complete, and a lock holder whose `park` unwinds takes its waiting mark back out of the
-//! link first (left there, the next lock holder would read it as a node's address).
+//! **Panics in user code.** The queue calls four kinds of user code: the remover's `take`
+//! and `mark` (under the lock), wakers (with the lock released) and the [`Parker`]. None of
+//! their panics breaks the structure: a node unlinked by a remover is marked `Dequeued` even
+//! if `take` panics (a node out of the queue but still `Queued` would be unlinked again by its
+//! owner, through links that no longer hold — in a drain, through the sentinel of a returned
+//! call); a guard that released the lock to wake a batch takes it back even if a waker
+//! panics, so it never goes on without the lock, and the rest of that batch — with the waker
+//! whose collection found the batch full — is dropped unwoken before the lock is taken back
+//! (as tokio's `WakeList` does; waking them during the unwinding would make a second
+//! panicking waker an abort, and dropping them under the lock would deadlock a waker whose
+//! drop re-enters the queue's owner); a parker is only called before a removal changes
+//! anything, or after an enqueue is complete, and a lock holder whose `park` unwinds takes
+//! its waiting mark back out of the link first (left there, the next lock holder would read
+//! it as a node's address).
 //!
 //! # Linearization points
 //!
@@ -337,7 +344,7 @@ pub enum Decision {
 /// assert_eq!(enqueue(first.as_ref()), Outcome::Enqueued(Some(2)));
 /// // Behind a waiter: there was no state.
 /// assert_eq!(enqueue(second.as_ref()), Outcome::Enqueued(None));
-/// assert!(queue.lock().drain(2, |_| None));
+/// assert!(queue.lock().drain(2, |_| None, |_| {}));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -1140,33 +1147,54 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
     /// locked.wake_later(std::task::Waker::noop().clone());
     /// drop(locked); // unlocks, then wakes
     /// ```
+    ///
+    /// If a waker of the full batch panics, `waker` is dropped unwoken with the rest of that
+    /// batch, before the lock is taken back, and the panic goes on.
     #[inline]
     pub fn wake_later(&mut self, waker: Waker) {
         if self.wakers.is_full() {
-            self.flush();
+            self.flush(Some(waker));
+        } else {
+            self.wakers.push(waker);
         }
-        self.wakers.push(waker);
     }
 
-    /// Releases the lock, wakes the collected wakers, and takes the lock back — also when a
-    /// waker panics, so that the guard holds the lock whenever the caller can use it again
-    /// (a caller that catches the panic keeps a working guard).
+    /// Releases the lock, wakes the collected wakers, takes the lock back, then collects
+    /// `pending` (a waker that found the batch full). The lock is taken back also when a
+    /// waker panics, so that the guard holds the lock whenever the caller can use it again (a
+    /// caller that catches the panic keeps a working guard); `pending` is then dropped, with
+    /// the rest of the batch and before the lock is taken back: dropped under the lock, a
+    /// waker whose drop re-enters the queue's owner (drops a future queued on it) would
+    /// deadlock.
     #[cold]
-    fn flush(&mut self) {
-        /// Takes the lock back when dropped, on return or on unwind.
-        struct Relock<'g, 'a, T, L: Lock, P: Parker>(&'g mut Locked<'a, T, L, P>);
+    fn flush(&mut self, pending: Option<Waker>) {
+        /// Takes the lock back when dropped, on return or on unwind (dropping `pending`
+        /// first, which is still there only on unwind).
+        struct Relock<'g, 'a, T, L: Lock, P: Parker> {
+            locked: &'g mut Locked<'a, T, L, P>,
+            pending: Option<Waker>,
+        }
         impl<T, L: Lock, P: Parker> Drop for Relock<'_, '_, T, L, P> {
             fn drop(&mut self) {
-                self.0.queue.lock.lock();
-                self.0.held = true;
+                drop(self.pending.take());
+                self.locked.queue.lock.lock();
+                self.locked.held = true;
             }
         }
 
         self.held = false;
         // SAFETY: this guard held the lock.
         unsafe { self.queue.lock.unlock() };
-        let relock = Relock(self);
-        relock.0.wakers.wake_all();
+        let mut relock = Relock {
+            locked: self,
+            pending,
+        };
+        relock.locked.wakers.wake_all();
+        let pending = relock.pending.take();
+        drop(relock);
+        if let Some(waker) = pending {
+            self.wakers.push(waker);
+        }
     }
 
     /// Finishes a removed node: `take` under the lock, then `Dequeued` (release).
@@ -1193,9 +1221,18 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
     /// drain began are not drained; nodes whose owners leave while the lock is released are
     /// skipped. Returns whether any node was queued (if none was, the state is unchanged).
     ///
-    /// If a waker or `take` panics, the remaining drained nodes are still finished (`take`
-    /// is called on each, their wakers are dropped without being woken), and the guard holds
-    /// the lock again, before the panic continues; a second panic of `take` meanwhile aborts.
+    /// `mark` is `take` for the unwinding path: it records the same outcome in the data but
+    /// leaves the node's waker where it is. If a waker or `take` panics, the guard takes the
+    /// lock back, and each node still in the drain is finished with `mark` and marked
+    /// `Dequeued`, before the panic goes on. So no waker is taken while the panic unwinds, and
+    /// none is dropped under the lock (where a waker whose drop re-enters the queue's owner,
+    /// say by dropping another future queued on it, would deadlock) or during the unwinding
+    /// (where one whose drop panics would abort): each stays with its owner, which finds the
+    /// outcome when next polled and drops the waker with its future, as tokio's
+    /// `notify_waiters` leaves its waiters. The rest of the batch a panicking waker
+    /// interrupted is dropped unwoken with the lock released; if `take` panicked, the wakers
+    /// it returned before are woken when the guard is dropped. A panic of `mark` meanwhile
+    /// aborts.
     ///
     /// # Panics
     /// If `new_state > MAX_STATE`.
@@ -1211,11 +1248,72 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
     ///     unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
     /// }
     /// let mut seen = Vec::new();
-    /// assert!(queue.lock().drain(0, |n| { seen.push(*n); None }));
+    /// assert!(queue.lock().drain(0, |n| { seen.push(*n); None }, |_| {}));
     /// assert_eq!(seen, [1, 2]);
     /// assert!(nodes.iter().all(|n| n.status() == NodeStatus::Dequeued));
     /// ```
-    pub fn drain(&mut self, new_state: usize, mut take: impl FnMut(&T) -> Option<Waker>) -> bool {
+    ///
+    /// A waker that panics: the nodes after its batch are finished by `mark`, their wakers
+    /// left in them.
+    ///
+    /// ```
+    /// use std::panic::{AssertUnwindSafe, catch_unwind};
+    /// use std::pin::Pin;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::task::{Wake, Waker};
+    /// use pitlane_wait::queue::{Decision, Node, NodeStatus, WAKE_BATCH, WaitQueue};
+    ///
+    /// struct Waiter {
+    ///     notified: AtomicBool,
+    ///     waker: Mutex<Option<Waker>>,
+    /// }
+    /// struct Panics;
+    /// impl Wake for Panics {
+    ///     fn wake(self: Arc<Self>) {
+    ///         panic!("a waker panics");
+    ///     }
+    /// }
+    ///
+    /// let queue: WaitQueue<Waiter> = WaitQueue::new(0);
+    /// let nodes: Vec<Pin<Box<Node<Waiter>>>> = (0..WAKE_BATCH + 2)
+    ///     .map(|i| {
+    ///         let waker = match i {
+    ///             0 => Waker::from(Arc::new(Panics)),
+    ///             _ => Waker::noop().clone(),
+    ///         };
+    ///         let waker = Mutex::new(Some(waker));
+    ///         Box::pin(Node::new(Waiter { notified: AtomicBool::new(false), waker }))
+    ///     })
+    ///     .collect();
+    /// for node in &nodes {
+    ///     // SAFETY: drained below before the nodes are dropped.
+    ///     unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+    /// }
+    /// let result = catch_unwind(AssertUnwindSafe(|| {
+    ///     queue.lock().drain(
+    ///         0,
+    ///         |w| {
+    ///             w.notified.store(true, Ordering::Relaxed);
+    ///             w.waker.lock().unwrap().take()
+    ///         },
+    ///         |w| w.notified.store(true, Ordering::Relaxed),
+    ///     )
+    /// }));
+    /// assert!(result.is_err()); // the first waker's panic
+    /// for (i, node) in nodes.iter().enumerate() {
+    ///     assert_eq!(node.status(), NodeStatus::Dequeued);
+    ///     assert!(node.data().notified.load(Ordering::Relaxed));
+    ///     // The first batch's wakers were taken; the rest were left to their owners.
+    ///     assert_eq!(node.data().waker.lock().unwrap().is_some(), i >= WAKE_BATCH);
+    /// }
+    /// ```
+    pub fn drain(
+        &mut self,
+        new_state: usize,
+        mut take: impl FnMut(&T) -> Option<Waker>,
+        mut mark: impl FnMut(&T),
+    ) -> bool {
         assert!(
             new_state <= MAX_STATE,
             "a wait queue's state is at most MAX_STATE"
@@ -1264,23 +1362,43 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
         sentinel.next.store(first, Ordering::Relaxed);
         sentinel.prev.store(last, Ordering::Relaxed);
 
-        /// On unwind (a waker or `take` panicked), finishes every node still in the drain
-        /// list under the lock, so that none points at the sentinel once this frame is gone.
-        /// (`flush` takes the lock back after a panicking waker; the check below is a second
-        /// line.)
-        struct Finish<'g, 'a, T, L: Lock, P: Parker, F: FnMut(&T) -> Option<Waker>> {
+        /// Removes the drained nodes; on unwind (a waker or `take` panicked), finishes every
+        /// node still in the drain list with `mark`, under the lock, so that none points at
+        /// the sentinel once this frame is gone. (`flush` takes the lock back after a
+        /// panicking waker; the check in `drop` is a second line.)
+        struct Finish<'g, 'a, T, L: Lock, P: Parker, F, M>
+        where
+            F: FnMut(&T) -> Option<Waker>,
+            M: FnMut(&T),
+        {
             locked: &'g mut Locked<'a, T, L, P>,
             sentinel: *mut Link,
             take: F,
+            mark: M,
         }
-        impl<T, L: Lock, P: Parker, F: FnMut(&T) -> Option<Waker>> Finish<'_, '_, T, L, P, F> {
-            fn next(&mut self, wake: bool) -> bool {
+        impl<T, L: Lock, P: Parker, F, M> Finish<'_, '_, T, L, P, F, M>
+        where
+            F: FnMut(&T) -> Option<Waker>,
+            M: FnMut(&T),
+        {
+            /// The first node still in the drain list, if any.
+            fn first(&self) -> Option<*mut Link> {
                 // SAFETY: the sentinel is alive (in the caller's frame) and, with the lock
                 // held, its `next` is a drained node or itself.
                 let x = unsafe { (*self.sentinel).next.load(Ordering::Acquire) };
-                if x == self.sentinel {
-                    return false;
-                }
+                (x != self.sentinel).then_some(x)
+            }
+
+            /// Unlinks the first node and finishes it with `finish` (under the lock), then
+            /// marks it `Dequeued`.
+            ///
+            /// # Safety
+            /// The lock is held and `x` is [`first`](Self::first).
+            unsafe fn remove<R>(
+                &mut self,
+                x: *mut Link,
+                finish: impl FnOnce(&mut Self, &T) -> R,
+            ) -> R {
                 // SAFETY: the lock is held; `x` is in the drain list with its incoming link
                 // (the sentinel's `next`) written.
                 unsafe { self.locked.queue.unlink(x, 0) };
@@ -1288,24 +1406,52 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
                 // SAFETY: `x` is alive until we store DEQUEUED below.
                 let dequeued = unsafe { MarkDequeued::new(node) };
                 // SAFETY: as above.
-                let waker = (self.take)(unsafe { &(*node).data });
-                // Our last access to the node (also made if `take` panics).
+                let outcome = finish(self, unsafe { &(*node).data });
+                // Our last access to the node (also made if `finish` panics).
                 drop(dequeued);
-                if let Some(waker) = waker {
-                    if wake {
-                        self.locked.wake_later(waker);
+                outcome
+            }
+
+            /// Removes the next node with `take` and collects its waker. Returns `false` once
+            /// the drain list is empty.
+            fn next(&mut self) -> bool {
+                let Some(mut x) = self.first() else {
+                    return false;
+                };
+                if self.locked.wakers.is_full() {
+                    // Wake the full batch before this node's waker is taken (as tokio's
+                    // `notify_waiters` takes no waker it has no room for): if a waker panics,
+                    // this node is still in the list, and `drop` finishes it with `mark`.
+                    self.locked.flush(None);
+                    // Owners may have left while the lock was released.
+                    match self.first() {
+                        Some(first) => x = first,
+                        None => return false,
                     }
+                }
+                // SAFETY: the lock is held and `x` is the first node.
+                let waker = unsafe { self.remove(x, |this, data| (this.take)(data)) };
+                if let Some(waker) = waker {
+                    // Not full: flushed above if it was.
+                    self.locked.wakers.push(waker);
                 }
                 true
             }
         }
-        impl<T, L: Lock, P: Parker, F: FnMut(&T) -> Option<Waker>> Drop for Finish<'_, '_, T, L, P, F> {
+        impl<T, L: Lock, P: Parker, F, M> Drop for Finish<'_, '_, T, L, P, F, M>
+        where
+            F: FnMut(&T) -> Option<Waker>,
+            M: FnMut(&T),
+        {
             fn drop(&mut self) {
                 if !self.locked.held {
                     self.locked.queue.lock.lock();
                     self.locked.held = true;
                 }
-                while self.next(false) {}
+                while let Some(x) = self.first() {
+                    // SAFETY: the lock is held and `x` is the first node.
+                    unsafe { self.remove(x, |this, data| (this.mark)(data)) };
+                }
             }
         }
 
@@ -1313,8 +1459,10 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
             locked: self,
             sentinel: sentinel_ptr,
             take: &mut take,
+            mark: &mut mark,
         };
-        while finish.next(true) {}
+        while finish.next() {}
+        // Nothing left in the list: the drop only releases the borrows.
         drop(finish);
         true
     }

@@ -148,6 +148,13 @@ impl core::error::Error for TryAcquireError {}
 /// head of the queue holds back smaller requests behind it even when enough permits for those
 /// are free.
 ///
+/// With the `tokio` feature, the `acquire*` futures spend tokio's cooperative budget as
+/// tokio's do: once the task's budget is spent, an acquire that has its permits returns
+/// `Pending` still holding them (it keeps its place), and completes when polled after the task
+/// has yielded (or fails then, giving them back, if the semaphore was closed meanwhile).
+/// Without the feature there is no budget: an acquire completes as soon as its permits are
+/// there (see the [crate doc](crate)).
+///
 /// ```
 /// use pitlane_wait::{Semaphore, TryAcquireError};
 ///
@@ -237,7 +244,10 @@ impl Semaphore {
     /// # Panics
     /// As tokio's, once the waiters have taken what they lack: if what is left exceeds
     /// [`MAX_PERMITS`](Semaphore::MAX_PERMITS), or would make the free permits exceed it.
-    /// The waiters served before the panic are woken; what is left is not added.
+    /// The waiters served before the panic are woken first, with the lock released (tokio
+    /// drops them unwoken); what is left is not added. If one of their wakers panics, that
+    /// panic comes out instead, and the rest of the wakers are dropped unwoken (no waker is
+    /// woken while a panic unwinds).
     ///
     /// ```
     /// let semaphore = pitlane_wait::Semaphore::new(0);
@@ -263,7 +273,12 @@ impl Semaphore {
     #[track_caller]
     fn release_to_waiters(&self, n: usize) {
         let mut locked = self.queue.lock();
-        release_locked(&mut locked, n);
+        let refused = release_locked(&mut locked, n);
+        // Releases the lock and wakes the served waiters, before any panic.
+        drop(locked);
+        if let Err(rest) = refused {
+            overflow(rest);
+        }
     }
 
     /// Removes up to `n` free permits (as many as are free, if fewer), returning how many were
@@ -307,10 +322,13 @@ impl Semaphore {
             Some(now) => now?,
             None => Acquire::new(self, 1).await?,
         }
-        Ok(SemaphorePermit {
+        let permit = SemaphorePermit {
             sem: self,
             permits: 1,
-        })
+        };
+        #[cfg(all(feature = "tokio", not(pitlane_loom)))]
+        coop::proceed(self).await?;
+        Ok(permit)
     }
 
     /// Acquires `n` permits at once, waiting in FIFO order until they are free.
@@ -335,10 +353,13 @@ impl Semaphore {
             Some(now) => now?,
             None => Acquire::new(self, n as usize).await?,
         }
-        Ok(SemaphorePermit {
+        let permit = SemaphorePermit {
             sem: self,
             permits: n as usize,
-        })
+        };
+        #[cfg(all(feature = "tokio", not(pitlane_loom)))]
+        coop::proceed(self).await?;
+        Ok(permit)
     }
 
     /// Takes one permit if one is free and nobody waits.
@@ -459,10 +480,13 @@ impl Semaphore {
             Some(now) => now?,
             None => Acquire::new(&self, 1).await?,
         }
-        Ok(OwnedSemaphorePermit {
+        let permit = OwnedSemaphorePermit {
             sem: self,
             permits: 1,
-        })
+        };
+        #[cfg(all(feature = "tokio", not(pitlane_loom)))]
+        coop::proceed(&permit.sem).await?;
+        Ok(permit)
     }
 
     /// [`acquire_many`](Semaphore::acquire_many) for a semaphore in an `Arc`.
@@ -488,10 +512,13 @@ impl Semaphore {
             Some(now) => now?,
             None => Acquire::new(&self, n as usize).await?,
         }
-        Ok(OwnedSemaphorePermit {
+        let permit = OwnedSemaphorePermit {
             sem: self,
             permits: n as usize,
-        })
+        };
+        #[cfg(all(feature = "tokio", not(pitlane_loom)))]
+        coop::proceed(&permit.sem).await?;
+        Ok(permit)
     }
 
     /// [`try_acquire`](Semaphore::try_acquire) for a semaphore in an `Arc`.
@@ -564,10 +591,16 @@ impl Semaphore {
         // Tasks wait: drain them all, leaving the closed state. A drained waiter keeps the
         // permits it had been given until its future fails (its next poll) or is dropped, which
         // gives them back, as tokio's do: until then `available_permits` does not count them.
-        locked.drain(CLOSED, |waiter| {
-            waiter.closed.store(true, Ordering::Relaxed);
-            waiter.take_waker()
-        });
+        // If a waker panics, the waiters not woken yet are still marked closed (their wakers
+        // left to them, see `Locked::drain`), and fail when next polled.
+        locked.drain(
+            CLOSED,
+            |waiter| {
+                waiter.closed.store(true, Ordering::Relaxed);
+                waiter.take_waker()
+            },
+            |waiter| waiter.closed.store(true, Ordering::Relaxed),
+        );
     }
 
     /// Whether [`close`](Semaphore::close) was called.
@@ -703,14 +736,15 @@ fn overflow(n: usize) -> ! {
 /// Under the lock: gives `rem` permits to the waiters in FIFO order, the rest to the state.
 /// As tokio's, the waiters are served before the rest is checked against
 /// [`MAX_PERMITS`](Semaphore::MAX_PERMITS): `rem` may exceed it if the waiters take the excess.
-/// If the rest does not fit, the served waiters are still woken (when the guard drops, during
-/// the panic) and the rest is refused.
-#[track_caller]
-fn release_locked(locked: &mut Locked<'_, Acquirer>, mut rem: usize) {
+/// If the rest does not fit, it is refused: `Err(rest)`, for the caller to pass to
+/// [`overflow`] once it has dropped the guard. (Panicking here would leave the served
+/// waiters' wakers in the guard, to be woken by its drop while the panic unwinds, where a
+/// waker that panics aborts the process.)
+fn release_locked(locked: &mut Locked<'_, Acquirer>, mut rem: usize) -> Result<(), usize> {
     while rem > 0 {
         match locked.fetch_update_state(|state| add_to_state(state, rem)) {
-            Ok(_) => return,
-            Err(Some(_)) => overflow(rem),
+            Ok(_) => return Ok(()),
+            Err(Some(_)) => return Err(rem),
             Err(None) => {}
         }
         let Some(head) = locked.front() else { continue };
@@ -718,7 +752,7 @@ fn release_locked(locked: &mut Locked<'_, Acquirer>, mut rem: usize) {
         if rem < lacking {
             // Partly served: the head keeps its place.
             head.remaining.store(lacking - rem, Ordering::Relaxed);
-            return;
+            return Ok(());
         }
         rem -= lacking;
         // Served: dequeue it; if it was the last, what is left becomes the state in the same
@@ -729,12 +763,10 @@ fn release_locked(locked: &mut Locked<'_, Acquirer>, mut rem: usize) {
             waiter.take_waker()
         });
         if emptied == Some(true) {
-            if !fits {
-                overflow(rem);
-            }
-            return;
+            return if fits { Ok(()) } else { Err(rem) };
         }
     }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -874,7 +906,12 @@ impl Drop for Acquire<'_> {
                 // Cancelled while queued: release what we were given so far.
                 let given = waiter.needed - waiter.remaining.load(Ordering::Relaxed);
                 if given > 0 {
-                    release_locked(&mut locked, given);
+                    let refused = release_locked(&mut locked, given);
+                    // Releases the lock and wakes the served waiters, before any panic.
+                    drop(locked);
+                    if let Err(rest) = refused {
+                        overflow(rest);
+                    }
                 }
                 return;
             }
@@ -883,6 +920,51 @@ impl Drop for Acquire<'_> {
         // it was served, the part it had if `close` drained it).
         self.sem
             .release(waiter.needed - waiter.remaining.load(Ordering::Relaxed));
+    }
+}
+
+/// tokio's cooperative budget for the acquires (feature `tokio`).
+#[cfg(all(feature = "tokio", not(pitlane_loom)))]
+mod coop {
+    use core::future::Future;
+    use core::pin::Pin;
+    use core::task::{Context, Poll, ready};
+
+    use super::{AcquireError, Semaphore};
+
+    /// Spends a unit of the task's budget once an acquire has its permits (which the caller
+    /// holds meanwhile), as tokio's `batch_semaphore::Acquire::poll` does: its acquire takes
+    /// the permits first, and only then calls `coop::poll_proceed`, so a task out of budget
+    /// keeps its place (tokio 1.54, #8371: FIFO order is preserved when the budget is
+    /// exhausted). With no budget left, it returns `Pending` (tokio wakes the task once it
+    /// has yielded) still holding the permits; when polled again, it fails if the semaphore
+    /// was closed meanwhile, as tokio's acquire does (the caller's permits go back then), and
+    /// otherwise spends the budget again. Outside a tokio runtime the budget is unlimited.
+    pub(super) fn proceed(sem: &Semaphore) -> Proceed<'_> {
+        Proceed {
+            sem,
+            yielded: false,
+        }
+    }
+
+    pub(super) struct Proceed<'a> {
+        sem: &'a Semaphore,
+        /// Whether it returned `Pending` (its budget was spent).
+        yielded: bool,
+    }
+
+    impl Future for Proceed<'_> {
+        type Output = Result<(), AcquireError>;
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            if self.yielded && self.sem.is_closed() {
+                return Poll::Ready(Err(AcquireError(())));
+            }
+            self.yielded = true;
+            let coop = ready!(tokio::task::coop::poll_proceed(cx));
+            coop.made_progress();
+            Poll::Ready(Ok(()))
+        }
     }
 }
 

@@ -248,20 +248,26 @@ fn a_take_that_panics_in_drain_leaves_every_node_dequeued() {
     let (a, b) = (pin!(Node::new(1)), pin!(Node::new(2)));
     // SAFETY: removed or dequeued below before they are dropped.
     unsafe { enqueue_two(&queue, a.as_ref(), b.as_ref()) };
-    let calls = AtomicUsize::new(0);
+    let (takes, marks) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let result = catch_unwind(AssertUnwindSafe(|| {
-        queue.lock().drain(0, |_| {
-            if calls.fetch_add(1, Ordering::Relaxed) == 0 {
-                panic!("take panics");
-            }
-            None
-        })
+        queue.lock().drain(
+            0,
+            |_| {
+                if takes.fetch_add(1, Ordering::Relaxed) == 0 {
+                    panic!("take panics");
+                }
+                None
+            },
+            |_| {
+                marks.fetch_add(1, Ordering::Relaxed);
+            },
+        )
     }));
     assert!(result.is_err());
     assert_eq!(
-        calls.load(Ordering::Relaxed),
-        2,
-        "the drain finished the rest"
+        (takes.load(Ordering::Relaxed), marks.load(Ordering::Relaxed)),
+        (1, 1),
+        "the drain finished the rest with `mark`"
     );
     assert_eq!(a.status(), NodeStatus::Dequeued);
     assert_eq!(b.status(), NodeStatus::Dequeued);
