@@ -455,18 +455,7 @@ pub(crate) fn give_back<W: Words>(
     let word = w.state(index);
     let mut seen = word.load(Ordering::Relaxed);
     let freed = state(next_gen(g), lane.map_or(0, |l| FREED_BY | l as u32));
-    if let Some(lane) = lane {
-        announce(
-            w,
-            lane,
-            Intent {
-                kind: Kind::Push,
-                shard,
-                index,
-                generation: next_gen(g),
-            },
-        );
-    }
+    announce_push(w, lane, shard, index, g);
     #[cfg(pitlane_loom)]
     if crash::step() {
         return Err(GiveFault::Died);
@@ -754,17 +743,10 @@ fn clear<W: Words>(w: &W, d: &DeadLane) {
     }
 }
 
-/// Puts back a lost object whose state was read as `seen` (free): announced on `lane` (if the
-/// caller has lanes), generation advanced, pushed on `shard`. `Ok(false)` if its state changed
-/// meanwhile.
-fn give_back_unowned<W: Words>(
-    w: &W,
-    lane: Option<usize>,
-    shard: usize,
-    index: u32,
-    seen: u64,
-) -> Result<bool, Corrupt> {
-    let g = gen_of(seen);
+/// On `lane`, if the caller has one: the intent to push `index`, freed at generation `g`
+/// (so listed at `g + 1`), on `shard`.
+#[inline]
+fn announce_push<W: Words>(w: &W, lane: Option<usize>, shard: usize, index: u32, g: u32) {
     if let Some(lane) = lane {
         announce(
             w,
@@ -777,6 +759,20 @@ fn give_back_unowned<W: Words>(
             },
         );
     }
+}
+
+/// Puts back a lost object whose state was read as `seen` (free): announced on `lane` (if the
+/// caller has lanes), generation advanced, pushed on `shard`. `Ok(false)` if its state changed
+/// meanwhile.
+fn give_back_unowned<W: Words>(
+    w: &W,
+    lane: Option<usize>,
+    shard: usize,
+    index: u32,
+    seen: u64,
+) -> Result<bool, Corrupt> {
+    let g = gen_of(seen);
+    announce_push(w, lane, shard, index, g);
     step!();
     let freed = state(next_gen(g), lane.map_or(0, |l| FREED_BY | l as u32));
     let swapped = w

@@ -10,35 +10,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use pitlane_slab::{Config, ObjectId, OpenError, ShmSlab};
-
-/// A fresh directory under the temporary directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "pitlane-slab-{}-{}-{name}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use pitlane_testkit::scratch::Scratch;
 
 /// xorshift64*: enough randomness for fuzzing, reproducible from its seed.
 struct Rng(u64);
@@ -143,7 +119,7 @@ fn open_reports_typed_errors() {
     }
     // A directory and a missing file are errors too.
     assert!(ShmSlab::open(dir.path("missing"), CONFIG).is_err());
-    assert!(ShmSlab::open_any(&dir.0).is_err());
+    assert!(ShmSlab::open_any(dir.dir()).is_err());
 }
 
 #[test]

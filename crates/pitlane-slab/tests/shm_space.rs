@@ -7,34 +7,9 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use pitlane_slab::{Config, MAX_CAPACITY, MAX_OBJECT_SIZE, OpenError, ShmSlab};
-
-/// A fresh directory under the temporary directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "pitlane-space-{}-{}-{name}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use pitlane_testkit::scratch::Scratch;
 
 /// Bytes the file behind `fd` has allocated (512-byte blocks, as `stat` counts them).
 fn allocated(fd: std::os::fd::BorrowedFd<'_>) -> u64 {

@@ -10,36 +10,10 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use pitlane_slab::{Config, ObjectId, ShmSlab, SlabError};
 use pitlane_sync::Tagged;
-
-/// A fresh directory under the temporary directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "pitlane-words-{}-{}-{name}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use pitlane_testkit::scratch::Scratch;
 
 // ---- the region layout, recomputed from the documented geometry (layout.rs) ----
 

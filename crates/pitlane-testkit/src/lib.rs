@@ -9,6 +9,7 @@
 //! - [`drops`]: values that count their drops.
 //! - [`memory`]: the process's address space, and a limit on it (Linux).
 //! - [`pages`]: revocable pages for the revocation tests of the bags.
+//! - [`scratch`]: scratch directories, removed on drop.
 //! - [`wakers`]: wakers that count their wake-ups and their live clones.
 //!
 //! The per-thread worker the tests drive a bag through is the library's own
@@ -22,6 +23,7 @@ pub mod drops;
 pub mod memory;
 #[cfg(not(pitlane_loom))]
 pub mod pages;
+pub mod scratch;
 
 #[cfg(unix)]
 pub mod child;

@@ -347,6 +347,22 @@ fn child_outcome(name: &str) -> String {
     }
 }
 
+/// Runs `scenario` through `notify_waiters` and `close`, on tokio's types and on ours, each in
+/// a child process, and asserts that all four finish (`what` says what the scenario does).
+fn broadcast_and_close_survive(scenario: &str, what: &str) {
+    let outcome = |who: &str, how: &str| child_outcome(&format!("{who}_{how}_{scenario}"));
+    assert_eq!(
+        (outcome("tokio", "broadcast"), outcome("tokio", "close")),
+        ("ok".to_string(), "ok".to_string()),
+        "tokio finishes both: {what}"
+    );
+    assert_eq!(
+        (outcome("pitlane", "broadcast"), outcome("pitlane", "close")),
+        ("ok".to_string(), "ok".to_string()),
+        "{what}"
+    );
+}
+
 /// Regression: `notify_waiters` (and `close`) with more than a batch of waiters, whose first
 /// waker panics on `wake`, then a waiter whose waker's drop drops another waiter still queued
 /// on the same primitive (as an executor's waker that owns the last reference to a task that
@@ -361,19 +377,9 @@ fn child_outcome(name: &str) -> String {
 /// `close` leaves the waiters after the panicking one queued: both finish too.
 #[test]
 fn a_waker_whose_drop_reenters_after_a_panicked_drain_runs_outside_the_lock() {
-    let tokio_notify = child_outcome("tokio_broadcast_drop_reenters");
-    let tokio_close = child_outcome("tokio_close_drop_reenters");
-    let pitlane_notify = child_outcome("pitlane_broadcast_drop_reenters");
-    let pitlane_close = child_outcome("pitlane_close_drop_reenters");
-    assert_eq!(
-        (tokio_notify.as_str(), tokio_close.as_str()),
-        ("ok", "ok"),
-        "tokio finishes both"
-    );
-    assert_eq!(
-        (pitlane_notify.as_str(), pitlane_close.as_str()),
-        ("ok", "ok"),
-        "notify_waiters / close with a panicking waker, then a waker whose drop re-enters"
+    broadcast_and_close_survive(
+        "drop_reenters",
+        "notify_waiters / close with a panicking waker, then a waker whose drop re-enters",
     );
 }
 
@@ -383,19 +389,9 @@ fn a_waker_whose_drop_reenters_after_a_panicked_drain_runs_outside_the_lock() {
 /// ("panic in a destructor during cleanup").
 #[test]
 fn a_waker_whose_drop_panics_after_a_panicked_drain_does_not_abort() {
-    let tokio_notify = child_outcome("tokio_broadcast_drop_panics");
-    let tokio_close = child_outcome("tokio_close_drop_panics");
-    let pitlane_notify = child_outcome("pitlane_broadcast_drop_panics");
-    let pitlane_close = child_outcome("pitlane_close_drop_panics");
-    assert_eq!(
-        (tokio_notify.as_str(), tokio_close.as_str()),
-        ("ok", "ok"),
-        "tokio survives both"
-    );
-    assert_eq!(
-        (pitlane_notify.as_str(), pitlane_close.as_str()),
-        ("ok", "ok"),
-        "notify_waiters / close with a panicking waker, then a waker whose drop panics"
+    broadcast_and_close_survive(
+        "drop_panics",
+        "notify_waiters / close with a panicking waker, then a waker whose drop panics",
     );
 }
 
@@ -407,19 +403,9 @@ fn a_waker_whose_drop_panics_after_a_panicked_drain_does_not_abort() {
 /// the rest of the batch while the panic unwinds: an abort.)
 #[test]
 fn the_waiter_after_a_panicked_batch_keeps_its_waker() {
-    let tokio_notify = child_outcome("tokio_broadcast_drop_panics_33rd");
-    let tokio_close = child_outcome("tokio_close_drop_panics_33rd");
-    let pitlane_notify = child_outcome("pitlane_broadcast_drop_panics_33rd");
-    let pitlane_close = child_outcome("pitlane_close_drop_panics_33rd");
-    assert_eq!(
-        (tokio_notify.as_str(), tokio_close.as_str()),
-        ("ok", "ok"),
-        "tokio survives both"
-    );
-    assert_eq!(
-        (pitlane_notify.as_str(), pitlane_close.as_str()),
-        ("ok", "ok"),
-        "notify_waiters / close with a panicking waker, then on the 33rd a waker whose drop panics"
+    broadcast_and_close_survive(
+        "drop_panics_33rd",
+        "notify_waiters / close with a panicking waker, then on the 33rd a waker whose drop panics",
     );
 }
 

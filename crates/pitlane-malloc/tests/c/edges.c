@@ -20,28 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int checks;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        checks++;                                                                    \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
-
-static int aligned(const void *p, size_t align) { return ((uintptr_t)p & (align - 1)) == 0; }
-
-static void fill(unsigned char *p, size_t n, unsigned seed) {
-    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(seed + i * 31);
-}
-
-static int filled(const unsigned char *p, size_t n, unsigned seed) {
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != (unsigned char)(seed + i * 31)) return 0;
-    return 1;
-}
+#include "check.h"
 
 static const size_t classes[] = {8,    16,   24,   32,   40,   48,   56,    64,    80,    96,
                                  112,  128,  160,  192,  224,  256,  320,   384,   448,   512,
