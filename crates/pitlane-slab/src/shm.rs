@@ -37,9 +37,10 @@
 //!
 //! # Space
 //!
-//! `create` and `create_memfd` reserve the region's space with `fallocate(2)`, so that a full
-//! filesystem is an error at creation rather than a `SIGBUS` at a later write: see "Space" in
-//! [`ShmSlab`]'s docs.
+//! `create` and `create_memfd` reserve the region's space with `fallocate(2)`, and the `open`
+//! calls reserve what a file left sparse lacks, so that a full filesystem is an error at
+//! creation or attach rather than a `SIGBUS` at a later write: see "Space" in [`ShmSlab`]'s
+//! docs.
 //!
 //! # Objects in flight
 //!
@@ -107,8 +108,11 @@ const LOCK_BASE: i64 = 1 << 48;
 /// [`OpenError::Io`] (`ENOSPC`, `EFBIG`, `EDQUOT`, ...), the file removed. The cost: the
 /// region's memory or disk space is taken at creation, not as objects are first used. On a
 /// filesystem that cannot reserve space (`fallocate` fails with `EOPNOTSUPP`, `EINVAL` or
-/// `ENOSYS`) the file stays sparse, and the hazard with it. [`ShmSlab::open`] does not
-/// reserve: a file made sparse by another program stays sparse.
+/// `ENOSYS`) the file stays sparse, and the hazard with it. [`ShmSlab::open`],
+/// [`ShmSlab::open_any`] and [`ShmSlab::open_fd`] reserve the region too (allocating only what
+/// is not yet, changing no byte), so a slab file that another program left sparse (copied, or a
+/// hole punched in it) is given its space at attach, or refused with [`OpenError::Io`]. What no
+/// call can prevent: a peer that punches a hole after the attach.
 ///
 /// # No `&mut Slab`
 ///
@@ -281,7 +285,8 @@ impl ShmSlab {
     /// # Errors
     /// [`OpenError::NotASlab`], [`OpenError::VersionMismatch`], [`OpenError::ConfigMismatch`],
     /// [`OpenError::Truncated`], [`OpenError::Corrupt`], [`OpenError::TooManyAttached`] or
-    /// [`OpenError::Io`]; never a panic, whatever the file holds.
+    /// [`OpenError::Io`] (`ENOSPC` among others: the region is reserved as at creation, see
+    /// [Space](ShmSlab#space)); never a panic, whatever the file holds.
     ///
     /// ```
     /// use pitlane_slab::{Config, OpenError, ShmSlab};
@@ -372,6 +377,9 @@ impl ShmSlab {
             });
         }
         let region = Region::file(file.as_fd(), geo.len).map_err(OpenError::Io)?;
+        // A file another program left sparse (a copy, a hole punched in it) gets its space
+        // here, as `create` gives it: no room is this error, not a `SIGBUS` in a later write.
+        reserve(&file, geo.len).map_err(OpenError::Io)?;
         Self::attach(Slab::attach(region, geo, 0), file, path)
     }
 
