@@ -1090,7 +1090,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// instead of pinning; see the module documentation); a handle is the way to the same
     /// speed elsewhere. Drop it, or call [`BagHandle::release`], when the thread stops using
     /// the queue for a while: while a pin is held, memory retired by any thread since cannot
-    /// be reclaimed.
+    /// be reclaimed. A handle leaked (`mem::forget`) holds its pin for the life of the
+    /// process: nothing breaks, but from then on nothing retired through crossbeam-epoch's
+    /// default collector is freed (no queue's segments, nor any other user's of that epoch).
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
