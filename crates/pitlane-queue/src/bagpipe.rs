@@ -126,33 +126,48 @@ pub struct Bagpipe<B> {
     handles: AtomicUsize,
 }
 
-/// A bad pipe count for [`Bagpipe::with_pipes`].
+/// Why [`Bagpipe::with_pipes`] made no Bagpipe.
 ///
 /// ```
-/// use pitlane_queue::bagpipe::{Bagpipe, PipeCountError};
+/// use pitlane_queue::bagpipe::{Bagpipe, BagpipeError};
 /// use pitlane_queue::stack::Stack;
 ///
 /// let error = Bagpipe::<Stack<u8>>::with_pipes(0).unwrap_err();
-/// assert_eq!(error, PipeCountError { requested: 0 });
-/// assert!(!error.to_string().is_empty());
+/// assert_eq!(error, BagpipeError::PipeCount { requested: 0 });
+/// assert_eq!(error.to_string(), "a Bagpipe needs between 1 and 65536 pipes, not 0");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PipeCountError {
-    /// The count asked for.
-    pub requested: usize,
+pub enum BagpipeError {
+    /// The count asked for is 0 or more than [`MAX_PIPES`].
+    PipeCount {
+        /// The count asked for.
+        requested: usize,
+    },
+    /// The allocator could not provide the pipes.
+    OutOfMemory {
+        /// The pipes to be made (the count asked for, rounded up to a power of two).
+        pipes: usize,
+        /// The bytes they need.
+        bytes: usize,
+    },
 }
 
-impl fmt::Display for PipeCountError {
+impl fmt::Display for BagpipeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "a Bagpipe needs between 1 and {MAX_PIPES} pipes, not {}",
-            self.requested
-        )
+        match self {
+            Self::PipeCount { requested } => write!(
+                f,
+                "a Bagpipe needs between 1 and {MAX_PIPES} pipes, not {requested}"
+            ),
+            Self::OutOfMemory { pipes, bytes } => write!(
+                f,
+                "out of memory: {pipes} pipes need {bytes} bytes, which the allocator refused"
+            ),
+        }
     }
 }
 
-impl std::error::Error for PipeCountError {}
+impl std::error::Error for BagpipeError {}
 
 /// Where a thread pushes and pops next, and the odd stride that walks it on. Positions are
 /// reduced by each Bagpipe's mask when used.
@@ -258,6 +273,8 @@ fn with_thread_walk<R>(f: impl FnOnce(&Cell<Walk>) -> R) -> R {
 
 impl<B: WeakBag + Default> Bagpipe<B> {
     /// A Bagpipe of twice the available parallelism in pipes, rounded up to a power of two.
+    /// Like `Box::new`, it aborts the process if the allocator cannot provide the pipes (a few
+    /// cache lines per pipe); [`Bagpipe::with_pipes`] returns an error instead.
     ///
     /// ```
     /// use pitlane_queue::bagpipe::Bagpipe;
@@ -268,12 +285,20 @@ impl<B: WeakBag + Default> Bagpipe<B> {
     /// ```
     pub fn new() -> Self {
         let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let count = (2 * parallelism).clamp(1, MAX_PIPES);
-        Self::build(count.next_power_of_two())
+        let count = (2 * parallelism).clamp(1, MAX_PIPES).next_power_of_two();
+        Self::build(count).unwrap_or_else(|_| {
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::array::<CachePadded<B>>(count)
+                    .unwrap_or(std::alloc::Layout::new::<CachePadded<B>>()),
+            )
+        })
     }
 
-    /// A Bagpipe of `pipes` pipes, rounded up to a power of two; an error if `pipes` is 0 or
-    /// more than [`MAX_PIPES`].
+    /// A Bagpipe of `pipes` pipes, rounded up to a power of two.
+    ///
+    /// # Errors
+    /// [`BagpipeError::PipeCount`] if `pipes` is 0 or more than [`MAX_PIPES`];
+    /// [`BagpipeError::OutOfMemory`] if the allocator cannot provide the pipes.
     ///
     /// ```
     /// use pitlane_queue::bagpipe::Bagpipe;
@@ -283,20 +308,30 @@ impl<B: WeakBag + Default> Bagpipe<B> {
     /// assert_eq!(bag.pipe_count(), 8);
     /// assert!(Bagpipe::<Queue<u8>>::with_pipes(0).is_err());
     /// ```
-    pub fn with_pipes(pipes: usize) -> Result<Self, PipeCountError> {
+    pub fn with_pipes(pipes: usize) -> Result<Self, BagpipeError> {
         if pipes == 0 || pipes > MAX_PIPES {
-            return Err(PipeCountError { requested: pipes });
+            return Err(BagpipeError::PipeCount { requested: pipes });
         }
-        Ok(Self::build(pipes.next_power_of_two()))
+        Self::build(pipes.next_power_of_two())
     }
 
-    fn build(count: usize) -> Self {
+    /// Makes `count` (a power of two) empty pipes, allocated fallibly.
+    fn build(count: usize) -> Result<Self, BagpipeError> {
         debug_assert!(count.is_power_of_two());
-        Self {
-            pipes: (0..count).map(|_| CachePadded::new(B::default())).collect(),
+        let mut pipes = Vec::new();
+        if pipes.try_reserve_exact(count).is_err() {
+            return Err(BagpipeError::OutOfMemory {
+                pipes: count,
+                bytes: count.saturating_mul(size_of::<CachePadded<B>>()),
+            });
+        }
+        pipes.extend((0..count).map(|_| CachePadded::new(B::default())));
+        // No reallocation: an exact reservation of `count` holds `count` pipes.
+        Ok(Self {
+            pipes: pipes.into_boxed_slice(),
             mask: count - 1,
             handles: AtomicUsize::new(0),
-        }
+        })
     }
 }
 

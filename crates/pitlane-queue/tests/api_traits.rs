@@ -14,7 +14,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 
-use pitlane_queue::bagpipe::{self, Bagpipe, PipeCountError};
+use pitlane_queue::bagpipe::{self, Bagpipe, BagpipeError};
 use pitlane_queue::mpmc::{self, Queue};
 use pitlane_queue::revoke::RevokeHandle;
 use pitlane_queue::spsc::{self, ChannelError, ChunkError, Consumer, Producer};
@@ -114,7 +114,7 @@ fn errors_are_std_errors_that_cross_threads() {
     error::<PopError>();
     error::<ChannelError>();
     error::<ChunkError>();
-    error::<PipeCountError>();
+    error::<BagpipeError>();
 
     let boxed: Box<dyn Error + Send + Sync> = Box::new(PushError::Full(7_u8));
     assert_eq!(boxed.to_string(), PushError::Full(7_u8).to_string());

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use pitlane_queue::bagpipe::{Bagpipe, MAX_PIPES, PipeCountError};
+use pitlane_queue::bagpipe::{Bagpipe, BagpipeError, MAX_PIPES};
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::stack::{MAX_ITEMS, Stack};
 use pitlane_queue::{PopError, PushError};
@@ -18,13 +18,13 @@ use pitlane_testkit::stress::run_threads;
 fn pipe_counts_outside_one_to_max_pipes_are_errors() {
     for bad in [0, MAX_PIPES + 1, 2 * MAX_PIPES, usize::MAX] {
         let error = Bagpipe::<Queue<u8>>::with_pipes(bad).unwrap_err();
-        assert_eq!(error, PipeCountError { requested: bad });
+        assert_eq!(error, BagpipeError::PipeCount { requested: bad });
         let message = error.to_string();
         assert!(message.contains(&bad.to_string()), "{message}");
         assert!(message.contains(&MAX_PIPES.to_string()), "{message}");
         assert_eq!(
-            Bagpipe::<Stack<u8>>::with_pipes(bad).unwrap_err().requested,
-            bad
+            Bagpipe::<Stack<u8>>::with_pipes(bad).unwrap_err(),
+            BagpipeError::PipeCount { requested: bad }
         );
     }
 }
