@@ -458,6 +458,51 @@ pub(crate) fn flush_stash() {
     });
 }
 
+/// Unmaps every run of the shared cache and of the calling thread's stash, whatever their
+/// age: for a caller whose mapping the OS just refused (an address-space limit, strict
+/// overcommit), since what the cache keeps mapped may be what is missing; the caller then
+/// tries once more (`tests/hostile_alloc.rs`, and pitlane-malloc's `tests/c_programs.rs`:
+/// memory freed under `RLIMIT_AS` serves again). Other threads' stashes (at most 4 MiB each)
+/// are left alone. Takes only the cache's lock, allocates nothing and arms nothing, so it may
+/// run under the orphan heap's lock.
+#[cold]
+#[inline(never)]
+pub(crate) fn give_back_cached() {
+    let counters = Counters::get();
+    // Two batches: the stash's and the cache's runs together could outnumber one.
+    let mut stashed = Evicted::new();
+    STASH.with(|slots| {
+        for slot in slots {
+            let run = slot.replace(NO_RUN);
+            if !run.base.is_null() {
+                counters.large_cached.fetch_sub(run.len, Ordering::Relaxed);
+                stashed.push(run);
+            }
+        }
+    });
+    stashed.unmap(true);
+    let mut evicted = Evicted::new();
+    {
+        let runs = runs();
+        for run in runs.runs.iter_mut() {
+            if !run.base.is_null() {
+                counters.large_cached.fetch_sub(run.len, Ordering::Relaxed);
+                evicted.push(*run);
+                *run = NO_RUN;
+            }
+        }
+    }
+    evicted.unmap(true);
+}
+
+/// [`os::map`], or, if the OS refuses, the same once more after [`give_back_cached`].
+fn map_or_give_back(len: usize) -> Option<core::ptr::NonNull<u8>> {
+    os::map(len).or_else(|| {
+        give_back_cached();
+        os::map(len)
+    })
+}
+
 /// Unmaps the cached runs that the policy gives back: those [`Ages::give_back`] says go,
 /// oldest first (see [`PurgePolicy`](crate::PurgePolicy)).
 pub(crate) fn sweep(ages: &Ages, excess: &mut usize) {
@@ -547,7 +592,8 @@ fn header_of(ptr: *mut u8) -> *mut Header {
 }
 
 /// Allocates a large block of `size` bytes aligned to `align`, for `owner` (null: the global
-/// heap). Null when the OS refuses or the size cannot be mapped. Zeroed if `zeroed`.
+/// heap). Null when the OS refuses (also after the cache's mappings are given back, see
+/// [`give_back_cached`]) or the size cannot be mapped. Zeroed if `zeroed`.
 pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: bool) -> *mut u8 {
     let (base, len, ptr) = if align <= OS_PAGE {
         let Some((off, len)) = place(size, align) else {
@@ -559,7 +605,7 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         };
         let (base, len, fresh) = match taken {
             Some((base, taken_len)) => (base, taken_len, false),
-            None => match os::map(len) {
+            None => match map_or_give_back(len) {
                 Some(base) => {
                     Counters::get().mapped.fetch_add(len, Ordering::Relaxed);
                     (base.as_ptr(), len, true)
@@ -579,7 +625,10 @@ pub(crate) fn alloc(size: usize, align: usize, owner: *mut HeapCore, zeroed: boo
         let Some(len) = mapping_len(align, size) else {
             return ptr::null_mut();
         };
-        let Some(base) = os::map_aligned(len, align, false) else {
+        let Some(base) = os::map_aligned(len, align, false).or_else(|| {
+            give_back_cached();
+            os::map_aligned(len, align, false)
+        }) else {
             return ptr::null_mut();
         };
         Counters::get().mapped.fetch_add(len, Ordering::Relaxed);

@@ -149,8 +149,15 @@ static POOL: AtomicPtr<Pool> = AtomicPtr::new(core::ptr::null_mut());
 static BOOT: PageStack = PageStack::new();
 
 /// Builds the pool (once, from the allocator's initialisation). Allocates the Bagpipes'
-/// pipes through the global allocator; a nested call into this allocator meanwhile finds
-/// `POOL` null and uses `BOOT`.
+/// pipes and the pool itself through the global allocator; a nested call into this allocator
+/// meanwhile finds `POOL` null and uses `BOOT`.
+///
+/// Under `LD_PRELOAD` or as the `#[global_allocator]` those allocations are served by this
+/// allocator, which may need memory from the OS for them (a segment, or a mapping for pipes of
+/// more than 16 KiB). So each is made fallibly: when one is refused (an address-space limit
+/// at the process's first allocation), the pool is not built and `BOOT` serves for the life of
+/// the process (pitlane-malloc's `tests/c_programs.rs`, the first `malloc` under an
+/// address-space limit), never an abort from the standard library's allocation-error handler.
 pub(crate) fn init() {
     let pipes = (2 * os::cpus()).next_power_of_two();
     let (Ok(dirty), Ok(clean)) = (
@@ -159,7 +166,15 @@ pub(crate) fn init() {
     ) else {
         return;
     };
-    let pool = std::boxed::Box::into_raw(std::boxed::Box::new(Pool { dirty, clean }));
+    let layout = std::alloc::Layout::new::<Pool>();
+    // SAFETY: `Pool` is not zero-sized.
+    let pool = unsafe { std::alloc::alloc(layout) }.cast::<Pool>();
+    if pool.is_null() {
+        return;
+    }
+    // SAFETY: `pool` is a fresh allocation of `Pool`'s layout, written once here; it is never
+    // freed (the pool lives as long as the process).
+    unsafe { pool.write(Pool { dirty, clean }) };
     POOL.store(pool, Ordering::Release);
 }
 
@@ -170,8 +185,10 @@ fn pool() -> Option<&'static Pool> {
     (!pool.is_null()).then(|| unsafe { &*pool })
 }
 
-/// Takes a free page: a dirty one, else a clean (purged) one, else a never-used one. The
-/// page's memory may hold old contents (dirty) or zeroes.
+/// Takes a free page: a dirty one, else a clean (purged) one, else a never-used one (for
+/// which, if the OS refuses a new segment, the large cache's mappings are given back and
+/// the segment asked for once more). The page's memory may hold old contents (dirty) or
+/// zeroes.
 ///
 /// Each Bagpipe pop bails out (the seed's bail-out) after as many lost races as the Bagpipe
 /// has pipes, and the next source serves instead: a thread that keeps losing to others, or
@@ -194,7 +211,11 @@ pub(crate) fn acquire() -> Option<NonNull<Page>> {
     if let Some(number) = BOOT.pop() {
         return NonNull::new(segment::page_by_number(number));
     }
-    segment::fresh_page()
+    // A new segment the OS refuses may fit once the large cache's mappings are given back.
+    segment::fresh_page().or_else(|| {
+        crate::large::give_back_cached();
+        segment::fresh_page()
+    })
 }
 
 /// Gives an empty page (in no heap) back to the pool, then sweeps if one is due.

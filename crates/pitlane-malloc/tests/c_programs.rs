@@ -7,9 +7,21 @@
 //! Also real programs under `LD_PRELOAD`: `python3` running threads that allocate, `git` on
 //! a scratch repository, `sort` of a generated file, `sqlite3` on a generated database, each
 //! checked for its exit status and its output.
+//!
+//! And hostile C programs under `LD_PRELOAD` (`tests/c/hostile.c`, one scenario per process,
+//! each killed if it outlives its deadline, so that a deadlock fails its test instead of
+//! hanging the suite): the allocator's initialisation under an address-space limit
+//! (`RLIMIT_AS`) that leaves no room for it (NULL and `ENOMEM`, never an abort); memory freed
+//! under such a limit serving later large and small blocks (not held back in the allocator's
+//! caches while the OS refuses new mappings); `fork`, `posix_spawn` and `system` while threads
+//! allocate, the child allocating and starting a thread; thousands of threads handing blocks to
+//! the next and freeing from `pthread` key destructors, with the mapped address space bounded;
+//! and `valloc`/`pvalloc`/`memalign` edge sizes with `malloc_usable_size` of every kind of
+//! block.
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The directory holding `libpitlane_malloc.so` and `libpitlane_malloc.a` built from the
 /// sources under test. `cargo test` builds only the rlib of this crate, so the first test that
@@ -318,4 +330,93 @@ fn the_c_interface_holds_at_its_edges_when_preloaded() {
     let program = dir.join("edges");
     compile("cc", &[source("edges.c")], &program, &["-lpthread", "-ldl"]);
     passes(&mut preloaded(&program));
+}
+
+/// `tests/c/hostile.c`, compiled once per test binary.
+fn hostile_program() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let program = scratch("c-hostile").join("hostile");
+            compile(
+                "cc",
+                &[source("hostile.c")],
+                &program,
+                &["-lpthread", "-ldl"],
+            );
+            program
+        })
+        .clone()
+}
+
+/// Runs `hostile <scenario>` preloaded, kills it past `limit` (a deadlock fails the test
+/// instead of hanging the suite), and checks that it ran on pitlane-malloc and passed every
+/// check.
+fn hostile_passes(scenario: &str, limit: Duration) {
+    let mut child = preloaded(hostile_program())
+        .arg(scenario)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the program starts");
+    let started = Instant::now();
+    while child.try_wait().expect("waits for the child").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("reaps the child");
+            panic!(
+                "{scenario}: still running after {limit:?} (deadlock?)\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("reaps the child");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.starts_with("ok ") && stdout.contains("(pitlane-malloc "),
+        "{scenario}: {}\nstdout: {stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The first `malloc` of a process initialises the allocator, which builds its page pool
+/// through the Rust global allocator, that is through this very `malloc`. Under an
+/// address-space limit with no room for a segment that nested allocation failed, and Rust's
+/// allocation-error handler aborted the process ("memory allocation of 512 bytes failed")
+/// where `malloc` must return NULL with `ENOMEM` (glibc's serves it).
+#[test]
+fn the_first_malloc_under_an_address_space_limit_fails_cleanly() {
+    hostile_passes("first-malloc-under-limit", Duration::from_secs(60));
+}
+
+/// Freed large blocks stayed mapped in the allocator's cache (up to 64 MiB, for up to 10 s)
+/// while the OS refused new mappings for want of address space: a program under `RLIMIT_AS`
+/// that freed everything got NULL for the next blocks that needed a new mapping.
+#[test]
+fn memory_freed_under_an_address_space_limit_serves_again() {
+    hostile_passes("freed-memory-serves-again", Duration::from_secs(60));
+}
+
+/// `fork` (40 times), `posix_spawnp` and `system` while four threads allocate and free: each
+/// child allocates and starts a thread under `alarm(20)`.
+#[test]
+fn fork_posix_spawn_and_system_while_threads_allocate() {
+    hostile_passes("fork-while-allocating", Duration::from_secs(240));
+}
+
+/// 3,000 threads in turn, each freeing the blocks of the one before it (already exited) and
+/// one block from a `pthread` key destructor: the mapped address space stays bounded.
+#[test]
+fn thousands_of_threads_handing_blocks_on_keep_the_address_space_bounded() {
+    hostile_passes("thread-churn", Duration::from_secs(240));
+}
+
+/// `valloc`, `pvalloc` and `memalign` at huge and zero sizes, and `malloc_usable_size` of every
+/// kind of block.
+#[test]
+fn valloc_pvalloc_memalign_edges_and_usable_size_of_every_kind_of_block() {
+    hostile_passes("invalid-arguments", Duration::from_secs(60));
 }
