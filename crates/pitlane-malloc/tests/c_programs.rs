@@ -19,9 +19,11 @@
 //! and `valloc`/`pvalloc`/`memalign` edge sizes with `malloc_usable_size` of every kind of
 //! block.
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use pitlane_testkit::child::output_within;
 
 /// The directory holding `libpitlane_malloc.so` and `libpitlane_malloc.a` built from the
 /// sources under test. `cargo test` builds only the rlib of this crate, so the first test that
@@ -353,26 +355,11 @@ fn hostile_program() -> PathBuf {
 /// instead of hanging the suite), and checks that it ran on pitlane-malloc and passed every
 /// check.
 fn hostile_passes(scenario: &str, limit: Duration) {
-    let mut child = preloaded(hostile_program())
-        .arg(scenario)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the program starts");
-    let started = Instant::now();
-    while child.try_wait().expect("waits for the child").is_none() {
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let output = child.wait_with_output().expect("reaps the child");
-            panic!(
-                "{scenario}: still running after {limit:?} (deadlock?)\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("reaps the child");
+    let mut command = preloaded(hostile_program());
+    command.arg(scenario);
+    let Some(output) = output_within(command, limit) else {
+        panic!("{scenario}: still running after {limit:?} (deadlock?)");
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success() && stdout.starts_with("ok ") && stdout.contains("(pitlane-malloc "),

@@ -11,15 +11,15 @@
 #![cfg(not(pitlane_loom))]
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::revoke::RevocableBag;
 use pitlane_queue::stack::{MAX_ITEMS, Stack};
 use pitlane_queue::{BagHandle, PopError, PushError, WeakBag};
+use pitlane_testkit::child::{rerun_test, scenario};
 use pitlane_testkit::pages::Page;
 use pitlane_testkit::stress::{epoch_ready, run_threads};
 
@@ -29,33 +29,6 @@ extern crate pitlane_alloc;
 
 /// Set in a child process: the name of the scenario it runs.
 const CHILD_ENV: &str = "PITLANE_HOSTILE_MPMC_STACK_CHILD";
-
-/// Runs scenario `name` in a child process (this test binary, re-executed) and returns its exit
-/// status, or `None` if it did not finish within `limit` (it is then killed).
-fn in_child(name: &str, limit: Duration) -> Option<std::process::ExitStatus> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, name)
-        .spawn()
-        .expect("the test binary re-executes");
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Whether this process is the child that runs scenario `name`.
-fn is_child(name: &str) -> bool {
-    std::env::var(CHILD_ENV).is_ok_and(|running| running == name)
-}
 
 /// How many times each value `0..n` was seen.
 struct Seen(Vec<AtomicUsize>);
@@ -124,7 +97,7 @@ const FORGOTTEN_QUEUE_HANDLE: &str = "a_forgotten_queue_handle_costs_memory_and_
 /// the leaked pins do not stay in the test binary.
 #[test]
 fn a_forgotten_queue_handle_costs_memory_and_nothing_else() {
-    if is_child(FORGOTTEN_QUEUE_HANDLE) {
+    if scenario(CHILD_ENV).as_deref() == Some(FORGOTTEN_QUEUE_HANDLE) {
         let queue: Queue<usize, 4> = Queue::with_segment_size();
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -153,10 +126,15 @@ fn a_forgotten_queue_handle_costs_memory_and_nothing_else() {
         assert!(queue.is_empty());
         return;
     }
-    let status = in_child(FORGOTTEN_QUEUE_HANDLE, Duration::from_secs(120));
+    let ended = rerun_test(
+        FORGOTTEN_QUEUE_HANDLE,
+        CHILD_ENV,
+        FORGOTTEN_QUEUE_HANDLE,
+        Duration::from_secs(120),
+    );
     assert!(
-        status.is_some_and(|status| status.success()),
-        "child: {status:?}"
+        ended.as_ref().is_some_and(|ended| ended.status.success()),
+        "child: {ended:?}"
     );
 }
 

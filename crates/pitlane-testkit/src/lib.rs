@@ -5,7 +5,8 @@
 //!
 //! - [`stress`]: POSIX threads for stress tests, so that ThreadSanitizer sees how a test hands
 //!   data to its threads and back (and for threads in a forked child: see [`child`]).
-//! - [`child`]: waiting for a forked child with a deadline.
+//! - [`child`]: waiting for a forked child, or for a re-run of the test binary, with a
+//!   deadline.
 //! - [`drops`]: values that count their drops.
 //! - [`memory`]: the process's address space, and a limit on it (Linux).
 //! - [`pages`]: revocable pages for the revocation tests of the bags.

@@ -18,8 +18,9 @@ use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use pitlane_testkit::child::{rerun_test, scenario};
 use pitlane_testkit::wakers::CountingWaker;
 use pitlane_wait::notify::OwnedNotified;
 use pitlane_wait::queue::WAKE_BATCH;
@@ -75,42 +76,10 @@ fn on_drop_waker(action: impl FnMut() + Send + Sync + 'static) -> Waker {
 
 const CHILD_ENV: &str = "HOSTILE_WAIT_CHILD";
 
-/// Runs scenario `name` in a child process; returns its exit status, or `None` if it did not
-/// finish within `limit` (it is killed then).
-fn run_child(name: &str, limit: Duration) -> (Option<std::process::ExitStatus>, String) {
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "subprocess_entry",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, name)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            use std::io::Read;
-            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-            return (Some(status), err);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return (None, String::new());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The scenarios' entry point in the child; does nothing in a normal test run.
 #[test]
 fn subprocess_entry() {
-    let Ok(name) = std::env::var(CHILD_ENV) else {
+    let Some(name) = scenario(CHILD_ENV) else {
         return;
     };
     // Keep the expected panics' messages short.
@@ -337,12 +306,16 @@ fn tokio_close(tail: TailWaker, at: usize) {
 }
 
 fn child_outcome(name: &str) -> String {
-    match run_child(name, Duration::from_secs(30)) {
-        (None, _) => "hung (killed after 30 s)".to_string(),
-        (Some(status), _) if status.success() => "ok".to_string(),
-        (Some(status), err) => format!(
-            "failed: {status} ({})",
-            err.lines().last().unwrap_or_default()
+    match rerun_test("subprocess_entry", CHILD_ENV, name, Duration::from_secs(30)) {
+        None => "hung (killed after 30 s)".to_string(),
+        Some(ended) if ended.status.success() => "ok".to_string(),
+        Some(ended) => format!(
+            "failed: {} ({})",
+            ended.status,
+            String::from_utf8_lossy(&ended.stderr)
+                .lines()
+                .last()
+                .unwrap_or_default()
         ),
     }
 }
