@@ -30,7 +30,8 @@ enum ShmCommand {
         /// Permission bits, in octal.
         #[arg(long, default_value = "0600")]
         mode: String,
-        /// Alignment of each object (a power of two up to 4096); 8 by default.
+        /// Alignment of each object (a power of two up to 4096); by default 8, or the object size
+        /// rounded up to a power of two if that is less.
         #[arg(long, value_name = "N")]
         align: Option<String>,
         /// Sub-freelists (1 to 64).

@@ -207,11 +207,12 @@ impl<Op, Ret> History<Op, Ret> {
         self.operations.is_empty()
     }
 
-    /// One more than the highest thread number (0 for an empty history).
+    /// One more than the highest thread number (0 for an empty history; `usize::MAX` when
+    /// the highest is `usize::MAX` itself).
     pub fn threads(&self) -> usize {
         self.operations
             .iter()
-            .map(|o| o.thread + 1)
+            .map(|o| o.thread.saturating_add(1))
             .max()
             .unwrap_or(0)
     }

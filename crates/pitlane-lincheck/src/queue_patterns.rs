@@ -122,6 +122,9 @@ pub fn check_queue<T: Eq + Hash>(history: &History<ContainerOp<T>, ContainerRet<
     let mut pop_of: HashMap<&T, OpId, FixedState> =
         HashMap::with_capacity_and_hasher(ops.len(), FixedState::default());
     let mut empties: Vec<OpId> = Vec::new();
+    // Reported only once every push is known to be of a distinct value: a value pushed twice
+    // may well be popped twice (and an operation listed later may be that second push).
+    let mut repeated = None;
     for (id, o) in ops.iter().enumerate() {
         match (&o.op, &o.result) {
             (ContainerOp::Push(v), ContainerRet::Pushed) => {
@@ -131,7 +134,7 @@ pub fn check_queue<T: Eq + Hash>(history: &History<ContainerOp<T>, ContainerRet<
             }
             (ContainerOp::Pop, ContainerRet::Popped(v)) => {
                 if let Some(first) = pop_of.insert(v, id) {
-                    return QueueCheck::Violation(QueueViolation::Repeated { first, second: id });
+                    repeated.get_or_insert(QueueViolation::Repeated { first, second: id });
                 }
             }
             (ContainerOp::Pop, ContainerRet::Empty) => empties.push(id),
@@ -141,6 +144,9 @@ pub fn check_queue<T: Eq + Hash>(history: &History<ContainerOp<T>, ContainerRet<
                 );
             }
         }
+    }
+    if let Some(repeated) = repeated {
+        return QueueCheck::Violation(repeated);
     }
     for (id, o) in ops.iter().enumerate() {
         if let (ContainerOp::Pop, ContainerRet::Popped(v)) = (&o.op, &o.result) {

@@ -172,7 +172,8 @@ pub struct Settings {
     pub rounds: u64,
     /// The seed of round 0; later rounds derive theirs from it.
     pub seed: u64,
-    /// The longest time spent shrinking a failure.
+    /// The longest time spent shrinking a failure (one too long for the clock, such as
+    /// `Duration::MAX`: no limit but `shrink_attempts`).
     pub shrink_time: Duration,
     /// Attempts at each smaller scenario before giving it up.
     pub shrink_attempts: u32,
@@ -494,11 +495,12 @@ where
         mut best: Failure<S::Op, S::Ret>,
         checker: &Checker,
     ) -> Failure<S::Op, S::Ret> {
-        let deadline = Instant::now() + self.settings.shrink_time;
+        // A time too long to add to the clock sets no deadline: the attempts still bound it.
+        let deadline = Instant::now().checked_add(self.settings.shrink_time);
         'smaller: loop {
             for shape in smaller_shapes(best.shape) {
                 for attempt in 0..self.settings.shrink_attempts {
-                    if Instant::now() >= deadline {
+                    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                         break 'smaller;
                     }
                     let seed = if attempt == 0 {

@@ -81,9 +81,13 @@ impl<Op: Debug, Ret: Debug> fmt::Display for Timeline<'_, Op, Ret> {
             }
         }
 
-        let threads = self.history.threads();
-        let name_width = format!("t{}", threads.saturating_sub(1)).len();
-        for thread in 0..threads {
+        // A line for each thread that ran something, in order: thread numbers are the
+        // caller's, and may be sparse or huge.
+        let mut threads: Vec<usize> = ops.iter().map(|o| o.thread).collect();
+        threads.sort_unstable();
+        threads.dedup();
+        let name_width = format!("t{}", threads.last().copied().unwrap_or(0)).len();
+        for thread in threads {
             let mut line: Vec<char> = Vec::new();
             for (id, _) in ops.iter().enumerate().filter(|(_, o)| o.thread == thread) {
                 if line.len() <= ret_col[id] {
