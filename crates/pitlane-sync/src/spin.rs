@@ -21,6 +21,22 @@
 //! suit very short critical sections on threads that are not preempted; under
 //! oversubscription a preempted holder stalls every waiter for a whole time slice.
 //!
+//! **No poisoning**, as `parking_lot`'s locks: a thread that panics while it holds a guard
+//! releases the lock as the guard is dropped during unwinding, and the next holder sees the
+//! data as the panicking thread left it (`std::sync::Mutex` would report it as poisoned).
+//!
+//! ```
+//! use pitlane_sync::spin::TasMutex;
+//!
+//! let cell = TasMutex::new(vec![1]);
+//! let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+//!     let mut held = cell.lock();
+//!     held.push(2);
+//!     panic!("inside the critical section");
+//! }));
+//! assert_eq!(*cell.lock(), [1, 2]); // released, not poisoned
+//! ```
+//!
 //! ```
 //! use pitlane_sync::spin::TtasMutex;
 //!
