@@ -24,6 +24,11 @@
 /// not `Send`). Every `lock_api::RawMutex` meets this (its own contract, on which
 /// `lock_api::Mutex` hands out `&mut T`, is the same).
 ///
+/// `lock` and `unlock` should not panic (no lock of `std`, `parking_lot` or `lock_api` does).
+/// One that does breaks no memory safety, but may lose the wake-ups the guard was about to
+/// give (an `unlock` that panics as a guard is dropped), or leave a drain waiting for ever on a
+/// lock that stays held.
+///
 /// ```
 /// use pitlane_wait::lock::Lock;
 ///

@@ -38,14 +38,20 @@
 //!   consistent accesses, which it models as acquire/release only: loom checks this very
 //!   code. A read-modify-write of the counter in place of the waiter's read also works, but
 //!   costs a contended cache line where the fence costs none.)
+//! - A queued waiter polled (or enabled) again completes if it has been dequeued, or if the
+//!   counter moved since it recorded it: the broadcast behind that move saw it queued (its
+//!   enqueue's second read saw no broadcast, see above), so it is in that broadcast's drain,
+//!   maybe in a batch not reached yet while the drainer has released the lock to wake the
+//!   earlier ones (or about to be drained). It then leaves the queue, or the drain list,
+//!   under the lock, as tokio's waiter (which reads the counter under its lock) completes.
 //! - A waiter dropped after it was notified by `notify_one`/`notify_last` but before it
 //!   returned `Ready` passes the notification on (to the next waiter in the same order, or to
 //!   the permit).
 //!
 //! Linearization points: `notify_one`'s compare-and-swap on the tail, or its unlink of the
 //! waiter; `notify_waiters`' increment; a waiter's take of the permit, or the unlink that
-//! notifies it, or (completed by a broadcast without being queued) its read of the counter
-//! that differs from the value it recorded at creation.
+//! notifies it, or (completed by a broadcast before the broadcast's drain reached it) its
+//! read of the counter that differs from the value it recorded at creation.
 
 use core::fmt;
 use core::future::Future;
@@ -475,14 +481,23 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                 }
             }
             Phase::Waiting => {
-                let done = match waker {
-                    // SAFETY: the node was enqueued on this queue only; the slot is its own.
-                    Some(waker) => unsafe {
-                        poll_queued(&notify.queue, node, &node.data().waker, waker)
-                    },
-                    // `enable` on a queued waiter: only look.
-                    None => node.status() == NodeStatus::Dequeued,
-                };
+                let done = node.status() == NodeStatus::Dequeued
+                    || if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
+                        // A broadcast that covers us (see `leave_covered`) has not reached us
+                        // yet: it is draining batches ahead of ours, or about to drain.
+                        leave_covered(notify, node);
+                        true
+                    } else {
+                        match waker {
+                            // SAFETY: the node was enqueued on this queue only; the slot is
+                            // its own.
+                            Some(waker) => unsafe {
+                                poll_queued(&notify.queue, node, &node.data().waker, waker)
+                            },
+                            // `enable` on a queued waiter: only look.
+                            None => false,
+                        }
+                    };
                 if done {
                     this.phase = Phase::Done;
                     return Poll::Ready(());
@@ -623,6 +638,20 @@ fn leave(notify: &Notify, node: Pin<&Node<Waiter>>) {
     if let Some(how) = unreturned(node) {
         notify_locked(&mut notify.queue.lock(), how);
     }
+}
+
+/// A queued waiter that finds the broadcast counter moved since its enqueue completes, as
+/// tokio's does (tokio reads the counter under its lock): it leaves the queue, or the drain
+/// list of the broadcast that has not reached it yet, under the lock. Its enqueue's second
+/// read of the counter (after the fence) saw no broadcast, so the broadcast whose increment it
+/// sees now saw it queued (see the module doc) and drains it, unless a notifier has dequeued
+/// it first: either way it is notified, and it returns that notification (a `notify_one`
+/// taken meanwhile is returned, not passed on, as tokio's waiter returns it).
+#[cold]
+fn leave_covered(notify: &Notify, node: Pin<&Node<Waiter>>) {
+    let mut locked = notify.queue.lock();
+    // SAFETY: the node was enqueued on this queue only, by a call that returned.
+    unsafe { locked.remove(node) };
 }
 
 /// The `notify_one`/`notify_last` a dequeued waiter got, if it got one (not a broadcast).

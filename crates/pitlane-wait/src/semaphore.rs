@@ -19,7 +19,10 @@
 //! - Close: under the lock, set the closed bit, draining the queue if tasks wait; each drained
 //!   waiter fails with [`AcquireError`] when next polled, and the permits it had been given go
 //!   back to the (closed) semaphore then, or when its future is dropped (as tokio's). A waiter
-//!   served before the close but polled after it fails too, and gives its permits back.
+//!   served before the close but polled after it fails too, and gives its permits back. A
+//!   drained waiter polled before the drain reached it (the drain wakes its batches with the
+//!   lock released) finds the semaphore closed, leaves the drain list under the lock, and
+//!   fails at that poll.
 //!
 //! Linearization points: the compare-and-swap on the tail (an acquire that completes at once,
 //! a `try_acquire`, a release to an empty queue, `forget_permits`), the dequeue of a waiter
@@ -864,6 +867,14 @@ impl core::future::Future for Acquire<'_> {
                 }
             }
             Phase::Waiting => {
+                if node.status() == NodeStatus::Queued && this.sem.is_closed() {
+                    // Still in the drain list of a `close` that has not reached us yet (it
+                    // wakes batches ahead of ours with the lock released): fail now, as the
+                    // close's drain would have us fail at this poll.
+                    leave_closed(queue, node);
+                    this.phase = Phase::Done;
+                    return complete(this.sem, node);
+                }
                 // SAFETY: the node was enqueued on this queue only; the slot is its own.
                 if unsafe { poll_queued(queue, node, &node.data().waker, cx.waker()) } {
                     this.phase = Phase::Done;
@@ -876,7 +887,19 @@ impl core::future::Future for Acquire<'_> {
     }
 }
 
-/// The outcome of a waiter its remover has marked dequeued: its permits, unless the
+/// A queued waiter that finds the semaphore closed leaves the drain list of that `close` under
+/// the lock (a closed semaphore queues nobody: every node still `Queued` then is in the list
+/// of the `close` whose swap closed it). If the drain took it out meanwhile, it is `Dequeued`
+/// and marked closed; either way [`complete`] then fails it and gives its part back.
+#[cold]
+fn leave_closed(queue: &WaitQueue<Acquirer>, node: Pin<&Node<Acquirer>>) {
+    let mut locked = queue.lock();
+    // SAFETY: the node was enqueued on this queue only, by a call that returned.
+    unsafe { locked.remove(node) };
+}
+
+/// The outcome of a waiter its remover has marked dequeued (or that left the drain list of a
+/// `close`, see [`leave_closed`]): its permits, unless the
 /// semaphore is closed by now. As tokio's, a waiter that finds the semaphore closed fails even
 /// if it had been served before the close, and what it had been given (all it asked for, or
 /// the part a drained waiter had) goes back to the semaphore.

@@ -370,3 +370,31 @@ fn a_waiter_waiting_before_it_decides_sees_a_broadcast_from_after_its_creation()
         assert!(!after.as_mut().enable(), "notify_waiters stored a permit");
     });
 }
+
+/// A queued waiter enabled again on one thread while another broadcasts: it completes
+/// either at that `enable` (leaving the queue, or the drain list, under the lock) or
+/// through the drain; no permit is left behind.
+#[test]
+fn a_queued_waiter_polled_during_a_broadcast_leaves_or_is_drained() {
+    loom::model(|| {
+        let notify = StdArc::new(Notify::new());
+        let mut waiter = Box::pin(notify.clone().notified_owned());
+        assert!(!waiter.as_mut().enable());
+        let mut other = Box::pin(notify.clone().notified_owned());
+        assert!(!other.as_mut().enable());
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_waiters())
+        };
+        let poller = thread::spawn(move || {
+            let ready = waiter.as_mut().enable();
+            (waiter, ready)
+        });
+        let (mut waiter, _) = poller.join().unwrap();
+        notifier.join().unwrap();
+        assert!(waiter.as_mut().enable());
+        assert!(other.as_mut().enable());
+        let mut after = Box::pin(notify.notified());
+        assert!(!after.as_mut().enable(), "a broadcast stored a permit");
+    });
+}

@@ -4,7 +4,8 @@
 #![cfg(pitlane_loom)]
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
+use std::sync::Arc as StdArc;
 use std::task::{Context, Poll, Waker};
 
 use loom::future::block_on;
@@ -192,3 +193,36 @@ fn waiters_are_served_in_fifo_order() {
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
+
+/// A partly served acquire polled on one thread while another closes: it stays pending
+/// (polled before the close) or fails, and its part comes back exactly once.
+#[test]
+fn a_queued_acquire_polled_during_a_close_fails_and_gives_its_part_back_once() {
+    loom::model(|| {
+        let sem = StdArc::new(Semaphore::new(1));
+        let mut waiter = Box::pin(sem.clone().acquire_many_owned(2));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(waiter.as_mut().poll(&mut cx).is_pending());
+        let closer = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.close())
+        };
+        let poller = thread::spawn(move || {
+            let polled = waiter
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()));
+            let failed = matches!(polled, Poll::Ready(Err(_)));
+            assert!(failed || polled.is_pending());
+            (waiter, failed)
+        });
+        let (mut waiter, failed) = poller.join().unwrap();
+        closer.join().unwrap();
+        if !failed {
+            let polled: Pin<&mut _> = waiter.as_mut();
+            assert!(matches!(polled.poll(&mut cx), Poll::Ready(Err(_))));
+        }
+        drop(waiter);
+        assert_eq!(sem.available_permits(), 1);
+        assert!(sem.is_closed());
+    });
+}
