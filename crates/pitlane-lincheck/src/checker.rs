@@ -55,6 +55,21 @@
 //! The search is deterministic: the same history and specification give the same verdict and
 //! the same order. It stops after a budget of steps (one step per candidate tried) and
 //! answers [`Verdict::Unknown`] rather than run for ever on a history too large to decide.
+//!
+//! # Memory
+//!
+//! The step budget bounds time, not memory: a search keeps a state per configuration it
+//! reaches and an entry per configuration that failed, some 70 bytes a step on large queue
+//! histories, so 50 million steps would hold 3-4 GB. A memory budget
+//! ([`Checker::with_memory`], 1 GiB by default) bounds what it holds, estimated as it goes
+//! (a few additions per step; the states' own heap bytes from
+//! [`SequentialSpec::state_heap_bytes`]). When the memo and the states it keeps would pass
+//! the budget, the search forgets them and goes on with the states of its current path only:
+//! forgetting failures costs re-exploration, never a different verdict. It answers
+//! [`Verdict::Unknown`] for want of memory only when the history's own tables (`n²/4` bytes
+//! of masks beyond 128 operations) do not fit, or when they and the current path still take
+//! more than half the budget after forgetting; the tables are allocated fallibly, so a
+//! system that refuses memory within the budget gets `Unknown` too rather than an abort.
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
@@ -73,7 +88,10 @@ pub enum Verdict {
     Linearizable(Vec<OpId>),
     /// No order works.
     NotLinearizable(Counterexample),
-    /// The step budget ran out before the search decided.
+    /// The search stopped before it decided: its step budget ran out, or the memory it needs
+    /// would pass its memory budget even with Lowe's cache forgotten (the history's tables and
+    /// the states on the current path alone take too much; `steps` is 0 when the tables
+    /// could not even be made). See [`Checker`].
     Unknown {
         /// The steps taken.
         steps: u64,
@@ -119,7 +137,28 @@ impl fmt::Display for Counterexample {
     }
 }
 
-/// Decides linearizability; holds the step budget and whether to memoize.
+/// Decides linearizability; holds the step budget, the memory budget and whether to memoize.
+///
+/// # Budgets
+///
+/// The *step budget* ([`Checker::with_budget`]) bounds the time of a check: each candidate
+/// tried is a step, and a search that runs out of steps answers [`Verdict::Unknown`].
+///
+/// The *memory budget* ([`Checker::with_memory`], [`Checker::DEFAULT_MEMORY`] by default)
+/// bounds the bytes a search holds, as it estimates them: the tables made from the history
+/// (two bitsets of `n` bits per operation, `n²/4` bytes beyond 128 operations), the arena
+/// of specification states (`size_of` each plus
+/// [`SequentialSpec::state_heap_bytes`]) and Lowe's cache of failed configurations. The
+/// cache only saves work, so when it and the states it keeps would pass the budget, the
+/// search forgets them and goes on from where it is with only the states of its current path:
+/// what was pruned may be explored again (the step budget still bounds that), but no verdict
+/// changes, nor the order or counterexample given. The search answers [`Verdict::Unknown`]
+/// for want of memory only when the history's tables alone pass the budget (at once, with
+/// `steps: 0`, before allocating them), or when the tables and the current path still take
+/// more than half the budget once the cache is forgotten (so that each forgetting frees room
+/// for many steps). Tables are allocated fallibly, so a budget above what the system grants
+/// also ends in `Unknown` rather than an abort there. What the specification's aids
+/// ([`SequentialSpec::search_aids`]) allocate is not counted.
 ///
 /// # Examples
 ///
@@ -137,6 +176,7 @@ impl fmt::Display for Counterexample {
 #[derive(Clone, Copy, Debug)]
 pub struct Checker {
     budget: u64,
+    memory: usize,
     memoize: bool,
 }
 
@@ -151,11 +191,40 @@ impl Checker {
     /// dozen operations needs, small enough to answer within seconds.
     pub const DEFAULT_BUDGET: u64 = 50_000_000;
 
-    /// A memoizing checker with [`Checker::DEFAULT_BUDGET`].
+    /// The memory budget of [`Checker::new`], in bytes (1 GiB): far more than a history of a
+    /// few threads and a few dozen operations needs (a few hundred bytes per configuration
+    /// reached), and what a search of [`Checker::DEFAULT_BUDGET`] steps reaches after about a
+    /// third of its steps on histories too large to decide (it would hold 3-4 GB at the end
+    /// without the bound).
+    pub const DEFAULT_MEMORY: usize = 1 << 30;
+
+    /// A memoizing checker with [`Checker::DEFAULT_BUDGET`] and [`Checker::DEFAULT_MEMORY`].
     pub fn new() -> Self {
         Checker {
             budget: Self::DEFAULT_BUDGET,
+            memory: Self::DEFAULT_MEMORY,
             memoize: true,
+        }
+    }
+
+    /// The same checker with a memory budget of `bytes` bytes (see [`Checker`]'s "Budgets").
+    ///
+    /// ```
+    /// use pitlane_lincheck::specs::QueueSpec;
+    /// use pitlane_lincheck::synthetic::queue_history;
+    /// use pitlane_lincheck::{Checker, Shape, Verdict};
+    ///
+    /// let history = queue_history(Shape { threads: 4, ops_per_thread: 8 }, 1);
+    /// let tight = Checker::new().with_memory(64 << 10);
+    /// assert_eq!(tight.check(&QueueSpec::new(), &history), Checker::new().check(&QueueSpec::new(), &history));
+    /// // Too little for the history's own tables: undecided at once.
+    /// let starved = Checker::new().with_memory(1 << 10);
+    /// assert_eq!(starved.check(&QueueSpec::new(), &history), Verdict::Unknown { steps: 0 });
+    /// ```
+    pub fn with_memory(self, bytes: usize) -> Self {
+        Checker {
+            memory: bytes,
+            ..self
         }
     }
 
@@ -185,27 +254,42 @@ impl Checker {
         spec: &S,
         history: &History<S::Op, S::Ret>,
     ) -> (Verdict, SearchStats) {
+        let undecided = (Verdict::Unknown { steps: 0 }, SearchStats::default());
+        let n = history.len();
+        if n >= (u32::MAX / 2) as usize {
+            // Event numbers are `u32`; no search of two billion operations would end anyway.
+            return undecided;
+        }
+        // The tables of the search are known from `n` alone: refuse before making them (or
+        // the aids) when they would not fit.
+        let fixed = if n <= 64 {
+            fixed_bytes::<S, u64>(n)
+        } else if n <= 128 {
+            fixed_bytes::<S, u128>(n)
+        } else {
+            fixed_bytes::<S, WideBits>(n)
+        };
+        if fixed.saturating_add(path_bytes::<S>(n)) > self.memory {
+            return undecided;
+        }
         let SearchAids {
             canonical,
             implied_order: implied,
         } = spec.search_aids(history);
         let history = canonical.as_ref().unwrap_or(history);
-        let n = history.len();
-        if n >= (u32::MAX / 2) as usize {
-            // Event numbers are `u32`; no search of two billion operations would end anyway.
-            return (Verdict::Unknown { steps: 0 }, SearchStats::default());
-        }
         let mut scratch = Scratch::take();
         let result = if n <= 64 {
-            Search::<S, u64>::new(spec, history, &implied, *self, &mut scratch).run(&mut scratch)
+            Search::<S, u64>::new(spec, history, &implied, *self, fixed, &mut scratch)
+                .map(|search| search.run(&mut scratch))
         } else if n <= 128 {
-            Search::<S, u128>::new(spec, history, &implied, *self, &mut scratch).run(&mut scratch)
+            Search::<S, u128>::new(spec, history, &implied, *self, fixed, &mut scratch)
+                .map(|search| search.run(&mut scratch))
         } else {
-            Search::<S, WideBits>::new(spec, history, &implied, *self, &mut scratch)
-                .run(&mut scratch)
+            Search::<S, WideBits>::new(spec, history, &implied, *self, fixed, &mut scratch)
+                .map(|search| search.run(&mut scratch))
         };
         scratch.give_back();
-        result
+        result.unwrap_or(undecided)
     }
 }
 
@@ -260,6 +344,28 @@ pub struct SearchStats {
     /// Configurations (linearized set and state) the search reached, each once; with the
     /// memo this is the count of operations made to take effect, without it 0.
     pub configurations: u64,
+    /// Times the search forgot Lowe's cache (and the states only it kept) to stay within its
+    /// memory budget ([`Checker::with_memory`]).
+    pub memo_forgotten: u64,
+}
+
+/// What the tables of a search of `n` operations take, known before the search starts: the
+/// masks (two sets per operation), the copy of the history a specification's aids may make,
+/// and the per-operation buffers. (The arena of states, which starts with room for a full
+/// path, is counted apart.)
+fn fixed_bytes<S: SequentialSpec, B: Bits>(n: usize) -> usize {
+    /// The per-operation buffers of [`Scratch`], of [`time_order`]'s sort and of `Search`.
+    const PER_OPERATION: usize = 64;
+    let masks = n.saturating_mul(2).saturating_mul(B::bytes(n));
+    let copy = n.saturating_mul(std::mem::size_of::<Operation<S::Op, S::Ret>>());
+    masks
+        .saturating_add(copy)
+        .saturating_add(n.saturating_mul(PER_OPERATION))
+}
+
+/// The bytes of the arena's first block, room for a full path of `n` operations.
+fn path_bytes<S: SequentialSpec>(n: usize) -> usize {
+    (n + 1).saturating_mul(std::mem::size_of::<(S::State, Option<u64>)>())
 }
 
 /// Decides whether `history` is linearizable with respect to `spec`, with [`Checker::new`].
@@ -284,6 +390,16 @@ pub fn check<S: SequentialSpec>(spec: &S, history: &History<S::Op, S::Ret>) -> V
 /// works them out from.
 trait Bits: Clone + Eq + Hash {
     fn empty(operations: usize) -> Self;
+    /// [`Bits::empty`], or `None` if the system refuses the memory.
+    fn try_empty(operations: usize) -> Option<Self> {
+        Some(Self::empty(operations))
+    }
+    /// The bytes a set of `operations` operations takes, itself and on the heap (with the
+    /// allocator's header), for the memory budget.
+    fn bytes(operations: usize) -> usize {
+        let _ = operations;
+        std::mem::size_of::<Self>()
+    }
     fn set(&mut self, op: usize);
     fn clear(&mut self, op: usize);
     /// Whether every member of `other` is a member of `self`.
@@ -365,6 +481,15 @@ impl Bits for WideBits {
     fn empty(operations: usize) -> Self {
         WideBits(vec![0; operations.div_ceil(64)].into_boxed_slice())
     }
+    fn try_empty(operations: usize) -> Option<Self> {
+        let mut words = Vec::new();
+        words.try_reserve_exact(operations.div_ceil(64)).ok()?;
+        words.resize(operations.div_ceil(64), 0);
+        Some(WideBits(words.into_boxed_slice()))
+    }
+    fn bytes(operations: usize) -> usize {
+        std::mem::size_of::<Self>() + 8 * operations.div_ceil(64) + ALLOCATION_HEADER
+    }
     fn set(&mut self, op: usize) {
         self.0[op / 64] |= 1 << (op % 64);
     }
@@ -444,6 +569,9 @@ fn time_order<Op, Ret>(ops: &[Operation<Op, Ret>], into: &mut Vec<u32>) {
 /// Marks a gap in the list of events.
 const NIL: u32 = u32::MAX;
 
+/// What the allocator is taken to add to each block, for the memory budget.
+const ALLOCATION_HEADER: usize = 16;
+
 /// One run of the search over one history.
 ///
 /// The search numbers operations by *rank*, the position of their return among all returns
@@ -469,6 +597,8 @@ struct Search<'a, S: SequentialSpec, B> {
     /// second half) those that must take effect before it beyond real-time order
     /// ([`SequentialSpec::implied_order`]); all by rank.
     masks: Vec<B>,
+    /// [`fixed_bytes`] of the search, for the memory budget.
+    fixed: usize,
 }
 
 impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
@@ -477,8 +607,9 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         history: &'a History<S::Op, S::Ret>,
         implied: &[(OpId, OpId)],
         checker: Checker,
+        fixed: usize,
         scratch: &mut Scratch,
-    ) -> Self {
+    ) -> Option<Self> {
         let operations = history.operations();
         let n = operations.len();
         time_order(operations, &mut scratch.slots);
@@ -488,7 +619,13 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         let rank = &mut scratch.ranks;
         rank.clear();
         rank.resize(n, 0);
-        let mut masks = vec![B::empty(n); 2 * n];
+        // (Within the memory budget, checked by the caller, but perhaps not what the system
+        // grants: allocated fallibly, each set too.)
+        let mut masks = Vec::new();
+        masks.try_reserve_exact(2 * n).ok()?;
+        for _ in 0..2 * n {
+            masks.push(B::try_empty(n)?);
+        }
         let (called, after) = masks.split_at_mut(n);
         // Backwards in time, the returns come in falling rank, known as they come; and the
         // operations called after a return, whose ranks are known by then (they return later
@@ -511,13 +648,14 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 after[rank[then] as usize].set(rank[first] as usize);
             }
         }
-        Search {
+        Some(Search {
             spec,
             history,
             checker,
             by_rank,
             masks,
-        }
+            fixed,
+        })
     }
 
     fn run(mut self, scratch: &mut Scratch) -> (Verdict, SearchStats) {
@@ -533,6 +671,11 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
 
     /// The search; `taken` and `longest` are empty buffers for the stack of choices and the
     /// longest prefix seen.
+    ///
+    /// The memory budget ([`Checker::with_memory`]) is kept by a running estimate of the
+    /// bytes held ([`Held`]): a few additions per step, and a look at the sizes of the arena
+    /// and the cache only when one of them must grow. When the estimate would pass the budget,
+    /// the search forgets the cache ([`forget`]) and goes on.
     fn search(
         &mut self,
         taken: &mut Vec<(u32, u32)>,
@@ -542,10 +685,21 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         let n = ops.len();
         let (called, after) = self.masks.split_at(n);
         let memoize = self.checker.memoize;
+        let mut stats = SearchStats::default();
         // The states on the current path and (with the memo) those of failed configurations,
         // each with the hash of its configuration if the memo had to work it out.
-        let mut states: Vec<(S::State, Option<u64>)> = Vec::with_capacity(n + 1);
-        states.push((self.spec.init(), None));
+        let mut states: Vec<(S::State, Option<u64>)> = Vec::new();
+        if states.try_reserve_exact(n + 1).is_err() {
+            return (Verdict::Unknown { steps: 0 }, stats);
+        }
+        let init = self.spec.init();
+        let mut held = Held {
+            limit: self.checker.memory,
+            fixed: self.fixed,
+            entry: std::mem::size_of::<(S::State, Option<u64>)>(),
+            state_heap: self.spec.state_heap_bytes(&init),
+        };
+        states.push((init, None));
         let mut failed = FailedConfigs::<B>::new(n);
         // The operations linearized (by rank), in order, each with the state before it:
         // `taken`.
@@ -553,12 +707,17 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
         let mut linearized = B::empty(n);
         // The operation that could not take effect after the prefix in `longest`.
         let mut stuck: Option<u32> = None;
-        let mut stats = SearchStats::default();
         // After undoing a choice, the search resumes with the candidates after it.
         let mut resume_from = 0;
         // Every configuration reached is new (the memo skips the others), so with the memo
         // the count of configurations is the count of successful steps.
         let configurations = |stats: &SearchStats| if memoize { stats.linearized } else { 0 };
+        macro_rules! out_of_memory {
+            () => {{
+                stats.configurations = configurations(&stats);
+                return (Verdict::Unknown { steps: stats.steps }, stats);
+            }};
+        }
         while taken.len() < n {
             let urgent = linearized.lowest_absent();
             let candidates = &called[urgent];
@@ -592,6 +751,19 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 } else {
                     None
                 };
+                if states.len() == states.capacity()
+                    && !held.grow_arena(&mut states, failed.bytes())
+                {
+                    stats.memo_forgotten += 1;
+                    let path = Path {
+                        taken,
+                        state: &mut state,
+                    };
+                    if !forget(self.spec, &mut states, path, &mut failed, &mut held, n) {
+                        out_of_memory!();
+                    }
+                }
+                held.state_heap += self.spec.state_heap_bytes(&after);
                 states.push((after, hash));
                 chosen = Some((candidate, with_op));
                 break;
@@ -601,6 +773,16 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 taken.push((candidate as u32, state));
                 state = states.len() as u32 - 1;
                 linearized = with_op;
+                if held.total(states.capacity(), failed.bytes()) > held.limit {
+                    stats.memo_forgotten += 1;
+                    let path = Path {
+                        taken,
+                        state: &mut state,
+                    };
+                    if !forget(self.spec, &mut states, path, &mut failed, &mut held, n) {
+                        out_of_memory!();
+                    }
+                }
                 continue;
             }
             // No candidate leads anywhere new: `urgent` cannot take effect from here.
@@ -619,15 +801,33 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 return (Verdict::NotLinearizable(counterexample), stats);
             };
             stats.backtracks += 1;
-            if memoize {
-                failed.insert(&linearized, state, &states);
+            let recorded = if memoize {
+                let room = held
+                    .limit
+                    .saturating_sub(held.total(states.capacity(), failed.bytes()));
+                failed.insert(&linearized, state, &states, room)
             } else {
                 // Without the cache nothing refers to the abandoned state any more.
+                let heap = self.spec.state_heap_bytes(&states[state as usize].0);
+                held.state_heap = held.state_heap.saturating_sub(heap);
                 states.truncate(state as usize);
-            }
+                true
+            };
             state = before;
             linearized.clear(undone as usize);
             resume_from = undone as usize + 1;
+            if !recorded {
+                // The cache has no room for the configuration that just failed: forget it
+                // all (this one included) and go on.
+                stats.memo_forgotten += 1;
+                let path = Path {
+                    taken,
+                    state: &mut state,
+                };
+                if !forget(self.spec, &mut states, path, &mut failed, &mut held, n) {
+                    out_of_memory!();
+                }
+            }
         }
         stats.configurations = configurations(&stats);
         let order = taken
@@ -636,6 +836,86 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             .collect();
         (Verdict::Linearizable(order), stats)
     }
+}
+
+/// The bytes a search holds, as estimated for its memory budget ([`Checker::with_memory`]).
+/// The arena's and the cache's shares are worked out from their sizes when asked
+/// ([`Held::total`]: a few additions), so only the states' heap bytes are counted as they
+/// come and go.
+struct Held {
+    /// The budget.
+    limit: usize,
+    /// The tables whose size the history fixes ([`fixed_bytes`]).
+    fixed: usize,
+    /// The size of one entry of the arena.
+    entry: usize,
+    /// What the arena's states hold on the heap ([`SequentialSpec::state_heap_bytes`]).
+    state_heap: usize,
+}
+
+impl Held {
+    /// All the search holds, with an arena of `arena` entries and a cache of `memo` bytes.
+    fn total(&self, arena: usize, memo: usize) -> usize {
+        self.fixed
+            .saturating_add(arena.saturating_mul(self.entry))
+            .saturating_add(self.state_heap)
+            .saturating_add(memo)
+    }
+
+    /// Doubles the room of the full arena `states` if the old and the new block fit in the
+    /// budget together (the moment of the move) and the system grants it; whether it did.
+    fn grow_arena<T>(&self, states: &mut Vec<T>, memo: usize) -> bool {
+        let more = states.capacity().max(4);
+        let moving = self
+            .total(states.capacity(), memo)
+            .saturating_add(more.saturating_mul(2).saturating_mul(self.entry));
+        moving <= self.limit && states.try_reserve_exact(more).is_ok()
+    }
+}
+
+/// The current path of a search: the stack of choices, each with the state (index in the
+/// arena) before it, and the current state.
+struct Path<'a> {
+    taken: &'a mut Vec<(u32, u32)>,
+    state: &'a mut u32,
+}
+
+/// Forgets Lowe's cache, and with it the states of failed configurations: only the states on
+/// `path` stay in the arena (moved to its front, in order, and their indices in `path`
+/// changed to match), and the arena gives back the room beyond a full path. Whether the
+/// search may go on: not when what is left still takes more than half the budget, as each
+/// forgetting must leave room for many steps before the next.
+///
+/// Forgetting failures never changes a verdict: the cache only prunes configurations that
+/// were explored before and failed, and exploring them again fails again the same way, so the
+/// search reaches the same order or the same counterexample, in more steps.
+fn forget<S: SequentialSpec, B: Bits>(
+    spec: &S,
+    states: &mut Vec<(S::State, Option<u64>)>,
+    path: Path<'_>,
+    failed: &mut FailedConfigs<B>,
+    held: &mut Held,
+    n: usize,
+) -> bool {
+    failed.forget();
+    // The states on a path were made in its order, so their indices rise along it and each
+    // is at least its place on the path: moving each to its place never overwrites a state
+    // still to move.
+    let mut kept = 0;
+    let indices = path.taken.iter_mut().map(|(_, before)| before);
+    for index in indices.chain(std::iter::once(path.state)) {
+        debug_assert!(*index as usize >= kept);
+        states.swap(kept, *index as usize);
+        *index = kept as u32;
+        kept += 1;
+    }
+    states.truncate(kept);
+    states.shrink_to(n + 1);
+    held.state_heap = states
+        .iter()
+        .map(|(state, _)| spec.state_heap_bytes(state))
+        .sum();
+    held.total(states.capacity(), failed.bytes()) <= held.limit / 2
 }
 
 /// Lowe's cache, holding the configurations found to lead nowhere.
@@ -660,6 +940,10 @@ struct FailedConfigs<B> {
     filter: [u64; FILTER_BITS / 64],
     /// The failed configurations: (hash of set and state, the set, the state's index).
     configs: HashTable<(u64, B, u32)>,
+    /// The bytes of `configs`' table, for the memory budget.
+    table_bytes: usize,
+    /// The bytes each set in `configs` holds on the heap.
+    set_heap: usize,
 }
 
 /// The size of [`FailedConfigs::filter`]: small beside a search's other work, and sparse
@@ -683,7 +967,33 @@ impl<B: Bits> FailedConfigs<B> {
             expected: 2 * operations,
             filter: [0; FILTER_BITS / 64],
             configs: HashTable::new(),
+            table_bytes: 0,
+            set_heap: B::bytes(operations) - std::mem::size_of::<B>(),
         }
+    }
+
+    /// The bytes the cache holds: its table, and the sets its entries keep on the heap.
+    fn bytes(&self) -> usize {
+        self.table_bytes + self.configs.len() * self.set_heap
+    }
+
+    /// The bytes of a table with room for `capacity` entries, as hashbrown lays it out: a
+    /// power of two of buckets, at most 7/8 of them full, each an entry and a control byte.
+    fn table_bytes_for(capacity: usize) -> usize {
+        let buckets = if capacity < 8 {
+            if capacity < 4 { 4 } else { 8 }
+        } else {
+            capacity.saturating_mul(8).div_ceil(7).next_power_of_two()
+        };
+        let entry = std::mem::size_of::<(u64, B, u32)>() + 1;
+        buckets.saturating_mul(entry) + 16 + ALLOCATION_HEADER
+    }
+
+    /// Forgets every failed configuration, and gives back the table.
+    fn forget(&mut self) {
+        self.configs = HashTable::new();
+        self.filter = [0; FILTER_BITS / 64];
+        self.table_bytes = 0;
     }
 
     /// The set's hash, and its bit in the filter as (word, mask).
@@ -716,11 +1026,30 @@ impl<B: Bits> FailedConfigs<B> {
         }
     }
 
-    /// Records that the configuration of `set` and `states[state]` leads nowhere; it must
-    /// not be recorded already.
-    fn insert<T: Hash>(&mut self, set: &B, state: u32, states: &[(T, Option<u64>)]) {
-        if self.configs.capacity() == 0 {
-            self.configs.reserve(self.expected, |&(h, _, _)| h);
+    /// Records that the configuration of `set` and `states[state]` leads nowhere (it must
+    /// not be recorded already), if that takes at most `room` more bytes (counting, when the
+    /// table must grow, the old and the new table at once) and the system grants them;
+    /// whether it did.
+    fn insert<T: Hash>(
+        &mut self,
+        set: &B,
+        state: u32,
+        states: &[(T, Option<u64>)],
+        room: usize,
+    ) -> bool {
+        let on_heap = self.set_heap;
+        if on_heap > room {
+            return false;
+        }
+        if self.configs.len() == self.configs.capacity() {
+            let more = self.configs.capacity().max(self.expected);
+            let wanted = Self::table_bytes_for(self.configs.len() + more);
+            if wanted.saturating_add(on_heap) > room
+                || self.configs.try_reserve(more, |&(h, _, _)| h).is_err()
+            {
+                return false;
+            }
+            self.table_bytes = Self::table_bytes_for(self.configs.capacity());
         }
         let (set_hash, word, mask) = self.set_hash(set);
         self.filter[word] |= mask;
@@ -728,6 +1057,7 @@ impl<B: Bits> FailedConfigs<B> {
         let hash = hash.unwrap_or_else(|| self.config_hash(set_hash, reached));
         self.configs
             .insert_unique(hash, (hash, set.clone(), state), |&(h, _, _)| h);
+        true
     }
 }
 

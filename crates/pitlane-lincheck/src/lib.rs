@@ -13,8 +13,9 @@
 //!    stack, a bag, the weak bag of the Bagpipes design, an object pool, a counting
 //!    semaphore, a register and a counter.
 //! 3. **Check** ([`check`], [`Checker`]): Wing & Gong's search with Lowe's memoization,
-//!    deterministic and bounded by a step budget: [`Verdict::Linearizable`] with an order,
-//!    [`Verdict::NotLinearizable`] with what went wrong, or [`Verdict::Unknown`]. Beside it,
+//!    deterministic and bounded by a step budget and a memory budget (see [`Checker`]):
+//!    [`Verdict::Linearizable`] with an order, [`Verdict::NotLinearizable`] with what went
+//!    wrong, or [`Verdict::Unknown`]. Beside it,
 //!    [`queue_patterns`] looks for the known bad patterns of FIFO queues with distinct
 //!    values, without any search.
 //! 4. **Run** ([`Runner`], [`Subject`]): many rounds of a few threads running a few random

@@ -65,6 +65,20 @@ pub trait SequentialSpec {
     /// `op` may return from `state`.
     fn step(&self, state: &Self::State, op: &Self::Op, ret: &Self::Ret) -> Option<Self::State>;
 
+    /// An estimate of the bytes `state` holds on the heap (beyond `size_of::<Self::State>()`),
+    /// 0 by default.
+    ///
+    /// The checker uses this only to keep its search within its memory budget
+    /// ([`Checker::with_memory`](crate::Checker::with_memory)): it adds it up over the states
+    /// it keeps. Nothing else depends on it, and a rough figure (the capacity of the
+    /// collection the state holds, not counting what its values hold in turn) is enough; a
+    /// specification whose states hold collections should give one, or a search with many
+    /// large states may use more memory than the budget says.
+    fn state_heap_bytes(&self, state: &Self::State) -> usize {
+        let _ = state;
+        0
+    }
+
     /// An equivalent history for the checker to search instead, or `None` to search `history`
     /// as it is (the default).
     ///
@@ -133,6 +147,10 @@ impl<S: SequentialSpec + ?Sized> SequentialSpec for &S {
 
     fn step(&self, state: &Self::State, op: &Self::Op, ret: &Self::Ret) -> Option<Self::State> {
         (**self).step(state, op, ret)
+    }
+
+    fn state_heap_bytes(&self, state: &Self::State) -> usize {
+        (**self).state_heap_bytes(state)
     }
 
     fn canonical(

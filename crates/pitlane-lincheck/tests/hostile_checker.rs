@@ -18,6 +18,9 @@ use pitlane_lincheck::specs::{
 };
 use pitlane_lincheck::{Checker, History, SequentialSpec, SplitMix64, Verdict};
 
+mod common;
+use common::{container_op, counter_op, pool_op, random_history, register_op, semaphore_op};
+
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
@@ -124,39 +127,6 @@ where
         }
     }
     truth
-}
-
-/// A random history of `len` operations over `threads` threads: each thread's operations in
-/// turn, stamps from a small range so that calls and returns often share a stamp.
-fn random_history<Op, Ret>(
-    rng: &mut SplitMix64,
-    len: usize,
-    threads: usize,
-    mut op: impl FnMut(&mut SplitMix64) -> (Op, Ret),
-) -> History<Op, Ret> {
-    let mut history = History::new();
-    let mut clock = vec![0u64; threads];
-    for _ in 0..len {
-        let t = rng.below(threads as u64) as usize;
-        let call = clock[t] + rng.below(3);
-        let ret = call + 1 + rng.below(4);
-        clock[t] = ret + 1;
-        let (o, r) = op(rng);
-        history.add(t, call..ret, o, r).unwrap();
-    }
-    history
-}
-
-fn container_op(rng: &mut SplitMix64) -> (ContainerOp<u8>, ContainerRet<u8>) {
-    let v = rng.below(3) as u8;
-    match rng.below(16) {
-        0..=5 => (ContainerOp::Push(v), ContainerRet::Pushed),
-        6..=10 => (ContainerOp::Pop, ContainerRet::Popped(v)),
-        11 | 12 => (ContainerOp::Pop, ContainerRet::Empty),
-        13 => (ContainerOp::Push(v), ContainerRet::Full),
-        14 => (ContainerOp::Pop, ContainerRet::Transient),
-        _ => (ContainerOp::Push(v), ContainerRet::Transient),
-    }
 }
 
 /// Runs `each` on many random histories and asserts both verdicts came up often.
@@ -272,80 +242,31 @@ fn other_specs_agree_with_brute_force() {
         "pool",
         &PoolSpec::unbounded(),
         21,
-        |rng| {
-            let x = rng.below(3);
-            match rng.below(5) {
-                0 | 1 => (PoolOp::Alloc, PoolRet::Allocated(x)),
-                2 => (PoolOp::Alloc, PoolRet::Exhausted),
-                _ => (PoolOp::Free(x), PoolRet::Freed),
-            }
-        },
+        |rng| pool_op(rng, 3),
         nothing,
     );
     fuzz(
         "pool of 1",
         &PoolSpec::with_capacity(1),
         22,
-        |rng| {
-            let x = rng.below(2);
-            match rng.below(5) {
-                0 | 1 => (PoolOp::Alloc, PoolRet::Allocated(x)),
-                2 => (PoolOp::Alloc, PoolRet::Exhausted),
-                _ => (PoolOp::Free(x), PoolRet::Freed),
-            }
-        },
+        |rng| pool_op(rng, 2),
         nothing,
     );
     fuzz(
         "semaphore",
         &SemaphoreSpec::new(1),
         23,
-        |rng| {
-            let n = rng.below(3);
-            match rng.below(5) {
-                0 => (SemaphoreOp::Acquire(n), SemaphoreRet::Acquired),
-                1 => (SemaphoreOp::TryAcquire(n), SemaphoreRet::Acquired),
-                2 => (SemaphoreOp::TryAcquire(n), SemaphoreRet::WouldBlock),
-                _ => (SemaphoreOp::Release(n), SemaphoreRet::Released),
-            }
-        },
+        semaphore_op,
         nothing,
     );
     fuzz(
         "register",
         &RegisterSpec::new(0u8),
         24,
-        |rng| {
-            let (a, b) = (rng.below(3) as u8, rng.below(3) as u8);
-            match rng.below(5) {
-                0 => (RegisterOp::Read, RegisterRet::Value(a)),
-                1 | 2 => (RegisterOp::Write(a), RegisterRet::Written),
-                3 => (
-                    RegisterOp::CompareExchange { current: a, new: b },
-                    RegisterRet::Exchanged(Ok(a)),
-                ),
-                _ => (
-                    RegisterOp::CompareExchange { current: a, new: b },
-                    RegisterRet::Exchanged(Err(b)),
-                ),
-            }
-        },
+        register_op,
         nothing,
     );
-    fuzz(
-        "counter",
-        &CounterSpec::new(),
-        25,
-        |rng| {
-            let v = rng.below(4);
-            match rng.below(3) {
-                0 => (CounterOp::Add(1), CounterRet::Added),
-                1 => (CounterOp::FetchAdd(1), CounterRet::Value(v)),
-                _ => (CounterOp::Get, CounterRet::Value(v)),
-            }
-        },
-        nothing,
-    );
+    fuzz("counter", &CounterSpec::new(), 25, counter_op, nothing);
 }
 
 type Container = History<ContainerOp<u64>, ContainerRet<u64>>;

@@ -65,6 +65,10 @@ impl<T: Clone + Ord + Hash + Debug> SequentialSpec for BagSpec<T> {
         }
     }
 
+    fn state_heap_bytes(&self, bag: &Vec<T>) -> usize {
+        bag.capacity() * std::mem::size_of::<T>()
+    }
+
     fn canonical(
         &self,
         history: &History<ContainerOp<T>, ContainerRet<T>>,

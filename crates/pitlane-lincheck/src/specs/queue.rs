@@ -62,6 +62,10 @@ impl<T: Clone + Eq + Hash + Debug> SequentialSpec for QueueSpec<T> {
         fifo_step(queue, op, ret, usize::MAX)
     }
 
+    fn state_heap_bytes(&self, queue: &QueueState<T>) -> usize {
+        queue.heap_bytes()
+    }
+
     fn canonical(
         &self,
         history: &History<ContainerOp<T>, ContainerRet<T>>,
@@ -139,6 +143,10 @@ impl<T: Clone + Eq + Hash + Debug> SequentialSpec for BoundedQueueSpec<T> {
         ret: &ContainerRet<T>,
     ) -> Option<QueueState<T>> {
         fifo_step(queue, op, ret, self.capacity)
+    }
+
+    fn state_heap_bytes(&self, queue: &QueueState<T>) -> usize {
+        queue.heap_bytes()
     }
 
     fn canonical(

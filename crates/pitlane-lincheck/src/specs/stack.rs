@@ -69,6 +69,10 @@ impl<T: Clone + Eq + Hash + Debug> SequentialSpec for StackSpec<T> {
         }
     }
 
+    fn state_heap_bytes(&self, stack: &StackState<T>) -> usize {
+        stack.heap_bytes()
+    }
+
     fn canonical(
         &self,
         history: &History<ContainerOp<T>, ContainerRet<T>>,

@@ -23,6 +23,15 @@ fn with_last<T: Clone>(values: &[T], last: &T) -> Values<T> {
     values.iter().chain([last]).cloned().collect()
 }
 
+/// The bytes of `values`' buffer on the heap: none while they fit inline.
+fn spilled_bytes<T>(values: &Values<T>) -> usize {
+    if values.spilled() {
+        values.capacity() * std::mem::size_of::<T>()
+    } else {
+        0
+    }
+}
+
 /// The state of a [`QueueSpec`](super::QueueSpec) or
 /// [`BoundedQueueSpec`](super::BoundedQueueSpec): the values in the queue, front first.
 ///
@@ -81,6 +90,14 @@ impl<T: Clone> QueueState<T> {
     pub(super) fn popped(&self) -> Self {
         let behind_front = self.0.get(1..).unwrap_or_default();
         QueueState(behind_front.iter().cloned().collect())
+    }
+}
+
+impl<T> QueueState<T> {
+    /// The bytes of the buffer its values spilled to, if they did not fit inline (what
+    /// [`SequentialSpec::state_heap_bytes`](crate::SequentialSpec::state_heap_bytes) reports).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        spilled_bytes(&self.0)
     }
 }
 
@@ -169,6 +186,14 @@ impl<T: Clone> StackState<T> {
     pub(super) fn popped(&self) -> Self {
         let below = self.0.len().saturating_sub(1);
         StackState(self.0[..below].iter().cloned().collect())
+    }
+}
+
+impl<T> StackState<T> {
+    /// The bytes of the buffer its values spilled to, if they did not fit inline (what
+    /// [`SequentialSpec::state_heap_bytes`](crate::SequentialSpec::state_heap_bytes) reports).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        spilled_bytes(&self.0)
     }
 }
 
