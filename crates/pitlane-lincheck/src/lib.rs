@@ -108,8 +108,8 @@ pub use history::{History, HistoryError, OpId, Operation};
 pub use recorder::{Recorder, ThreadLog};
 pub use rng::SplitMix64;
 pub use runner::{
-    Failure, FailureSummary, MAX_OPERATIONS, OpSlot, RunReport, Runner, Settings, SettingsError,
-    Shape, Shared, Subject, Summary,
+    Failure, FailureSummary, MAX_OPERATIONS, MAX_THREADS, OpSlot, RunReport, Runner, Settings,
+    SettingsError, Shape, Shared, Subject, Summary,
 };
 pub use spec::{SearchAids, SequentialSpec};
 pub use timeline::Timeline;

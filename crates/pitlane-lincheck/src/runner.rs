@@ -21,7 +21,7 @@
 use std::fmt::{self, Debug};
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::checker::{Checker, Counterexample, Verdict};
@@ -206,6 +206,11 @@ impl Settings {
         if self.threads == 0 {
             return Err(SettingsError::NoThreads);
         }
+        if self.threads > MAX_THREADS {
+            return Err(SettingsError::TooManyThreads {
+                threads: self.threads,
+            });
+        }
         if self.ops_per_thread == 0 {
             return Err(SettingsError::NoOperations);
         }
@@ -238,11 +243,30 @@ impl Settings {
 /// stack is beyond any checker anyway.
 pub const MAX_OPERATIONS: usize = 1 << 20;
 
+/// The most threads one round may have: each is an OS thread, and every thread of a round
+/// waits for all of them before it starts.
+///
+/// ```
+/// use pitlane_lincheck::{MAX_THREADS, Settings, SettingsError};
+///
+/// let settings = Settings { threads: MAX_THREADS + 1, ..Settings::default() };
+/// assert_eq!(
+///     settings.validate(),
+///     Err(SettingsError::TooManyThreads { threads: MAX_THREADS + 1 })
+/// );
+/// ```
+pub const MAX_THREADS: usize = 1024;
+
 /// A setting out of range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SettingsError {
     /// `threads` is 0.
     NoThreads,
+    /// `threads` is more than [`MAX_THREADS`].
+    TooManyThreads {
+        /// The threads asked for.
+        threads: usize,
+    },
     /// `ops_per_thread` is 0.
     NoOperations,
     /// `rounds` is 0.
@@ -260,6 +284,12 @@ impl fmt::Display for SettingsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SettingsError::NoThreads => write!(f, "the number of threads must be at least 1"),
+            SettingsError::TooManyThreads { threads } => {
+                write!(
+                    f,
+                    "{threads} threads is more than {MAX_THREADS} threads per round"
+                )
+            }
             SettingsError::NoOperations => {
                 write!(f, "the number of operations per thread must be at least 1")
             }
@@ -429,7 +459,10 @@ where
     ///
     /// # Panics
     ///
-    /// When the subject panics, or [`Subject::fresh`] returns the wrong number of handles.
+    /// When the subject panics, [`Subject::fresh`] returns the wrong number of handles, or a
+    /// thread cannot be started (the threads already started are let go first, so nothing
+    /// waits for ever); `shape` is not checked against [`MAX_THREADS`] here, as
+    /// [`Runner::run`] checks its settings.
     pub fn record(&self, shape: Shape, seed: u64) -> History<S::Op, S::Ret> {
         let scripts = self.scripts(shape, seed);
         let handles = self.subject.fresh(shape);
@@ -440,32 +473,47 @@ where
         );
         let recorder = Recorder::new();
         let arrived = AtomicUsize::new(0);
+        // Set when a thread could not be started: the others stop waiting for it.
+        let abandoned = AtomicBool::new(false);
         let subject = &self.subject;
         let logs = std::thread::scope(|s| {
-            let workers: Vec<_> = handles
-                .into_iter()
-                .zip(scripts)
-                .enumerate()
-                .map(|(thread, (mut handle, script))| {
-                    let mut log = recorder.log_with_capacity(thread, script.len());
-                    let arrived = &arrived;
-                    s.spawn(move || {
-                        start_together(arrived, shape.threads);
+            let mut workers = Vec::with_capacity(shape.threads);
+            let mut refused = None;
+            for (thread, (mut handle, script)) in handles.into_iter().zip(scripts).enumerate() {
+                let mut log = recorder.log_with_capacity(thread, script.len());
+                let (arrived, abandoned) = (&arrived, &abandoned);
+                let started = std::thread::Builder::new().spawn_scoped(s, move || {
+                    if start_together(arrived, abandoned, shape.threads) {
                         for planned in &script {
                             let op = subject.resolve(&mut handle, planned);
                             log.record(op, |op| subject.apply(&mut handle, op));
                         }
-                        log
-                    })
-                })
-                .collect();
-            workers
+                    }
+                    log
+                });
+                match started {
+                    Ok(worker) => workers.push(worker),
+                    Err(error) => {
+                        abandoned.store(true, Ordering::Release);
+                        refused = Some((thread, error));
+                        break;
+                    }
+                }
+            }
+            let logs = workers
                 .into_iter()
                 .map(|w| {
                     w.join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            if let Some((thread, error)) = refused {
+                panic!(
+                    "lincheck: could not start thread {thread} of {}: {error}",
+                    shape.threads
+                );
+            }
+            logs
         });
         History::merge(logs)
     }
@@ -567,11 +615,15 @@ fn thread_seed(seed: u64, thread: usize) -> u64 {
     mix64(seed.wrapping_add((thread as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F)))
 }
 
-/// Waits until `threads` threads have arrived, so that they start their scripts together.
-fn start_together(arrived: &AtomicUsize, threads: usize) {
+/// Waits until `threads` threads have arrived, so that they start their scripts together;
+/// `false` if a thread could not be started (`abandoned`), when none of them should run.
+fn start_together(arrived: &AtomicUsize, abandoned: &AtomicBool, threads: usize) -> bool {
     arrived.fetch_add(1, Ordering::AcqRel);
     let mut spins = 0u32;
     while arrived.load(Ordering::Acquire) < threads {
+        if abandoned.load(Ordering::Acquire) {
+            return false;
+        }
         // Threads may outnumber cores: after a short spin, let the others be scheduled.
         if spins < 100 {
             spins += 1;
@@ -580,6 +632,7 @@ fn start_together(arrived: &AtomicUsize, threads: usize) {
             std::thread::yield_now();
         }
     }
+    true
 }
 
 /// The outcome of [`Runner::run`].

@@ -1,16 +1,17 @@
 //! Hostile settings and inputs around the checker: a runner told to shrink for
-//! `Duration::MAX`, and drawings (`History::timeline`) and `History::threads` of hand-made
-//! histories whose thread numbers are huge or sparse (`usize::MAX`, `1 << 40`).
+//! `Duration::MAX`, a round whose threads cannot all be started, and drawings
+//! (`History::timeline`) and `History::threads` of hand-made histories whose thread numbers are
+//! huge or sparse (`usize::MAX`, `1 << 40`).
 //!
-//! Drawings that could hang or panic are made in a child process (this binary, re-run with
+//! What could hang or panic runs in a child process (this binary, re-run with
 //! `HOSTILE_RUNNER_CHILD` naming the scenario and only `subprocess_entry` selected), so a hang
-//! is a timeout (30 s) rather than a stuck test suite.
+//! is a timeout rather than a stuck test suite.
 #![cfg(not(pitlane_loom))]
 
 use std::time::Duration;
 
 use pitlane_lincheck::specs::{ContainerOp, ContainerRet, QueueSpec};
-use pitlane_lincheck::{History, Runner, Settings, Shared, workload};
+use pitlane_lincheck::{History, Runner, Settings, Shape, Shared, workload};
 use pitlane_testkit::child::{rerun_test, scenario};
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
@@ -27,6 +28,10 @@ fn subprocess_entry() {
     };
     std::panic::set_hook(Box::new(|info| eprintln!("child panic: {info}")));
     let thread = match name.as_str() {
+        "threads_refused" => {
+            threads_refused();
+            return;
+        }
         "timeline_thread_max" => usize::MAX,
         "timeline_thread_2_40" => 1 << 40,
         other => panic!("unknown scenario {other}"),
@@ -100,4 +105,35 @@ fn a_failure_is_shrunk_without_panicking_when_shrink_time_is_duration_max() {
     let failure = report.failure.expect("the bad pop is caught");
     assert!(failure.shape.threads * failure.shape.ops_per_thread <= 8);
     assert!(failure.to_string().contains("NOT LINEARIZABLE"));
+}
+
+/// A round whose threads cannot all be started (an address-space limit leaves no room for
+/// their stacks): the threads already started must be let go and the call must panic with
+/// the reason, where they used to wait for the missing ones for ever.
+fn threads_refused() {
+    let subject = Shared::new(|| (), |_: &(), _: &ContainerOp<u64>| ContainerRet::Pushed);
+    let runner = Runner::new(QueueSpec::new(), subject, workload::push_pop);
+    let shape = Shape {
+        threads: 1000,
+        ops_per_thread: 1,
+    };
+    // Threads' stacks (2 MiB each by default) are mapped: 1000 of them do not fit in 64 MiB.
+    pitlane_testkit::memory::with_address_space_limit(64 << 20, || {
+        let _ = runner.record(shape, 1);
+    });
+    eprintln!("all 1000 threads started under the limit");
+}
+
+#[test]
+fn a_round_whose_threads_cannot_all_start_panics_instead_of_hanging() {
+    let ended = rerun_test(
+        "subprocess_entry",
+        CHILD_ENV,
+        "threads_refused",
+        Duration::from_secs(60),
+    )
+    .expect("the round hung: started threads waited for ones that never started");
+    let err = String::from_utf8_lossy(&ended.stderr);
+    assert!(!ended.status.success(), "{err}");
+    assert!(err.contains("could not start thread"), "{err}");
 }

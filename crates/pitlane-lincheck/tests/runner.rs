@@ -8,7 +8,9 @@ use std::time::Duration;
 use pitlane_lincheck::specs::{
     ContainerOp, CounterOp, CounterRet, CounterSpec, PoolOp, PoolRet, PoolSpec, QueueSpec,
 };
-use pitlane_lincheck::{OpSlot, Runner, SettingsError, Shape, Shared, Subject, workload};
+use pitlane_lincheck::{
+    MAX_THREADS, OpSlot, Runner, SettingsError, Shape, Shared, Subject, workload,
+};
 
 /// A pool of numbered objects behind a mutex; each thread's handle remembers what it holds,
 /// so that a scripted `Free(k)` frees one of them.
@@ -267,6 +269,21 @@ fn settings_out_of_range_are_errors_not_panics() {
     assert_eq!(runner.run().unwrap_err(), SettingsError::NoOperations);
     let runner = runner.ops(2).rounds(0);
     assert_eq!(runner.run().unwrap_err(), SettingsError::NoRounds);
+    // A million threads of one operation each fit in `MAX_OPERATIONS`, but would be a million
+    // OS threads, each waiting for all the others (it hung: see `record`'s docs).
+    let runner = runner.rounds(1).ops(1).threads(1 << 20);
+    assert_eq!(
+        runner.run().unwrap_err(),
+        SettingsError::TooManyThreads { threads: 1 << 20 }
+    );
+    let runner = runner.threads(MAX_THREADS + 1);
+    assert!(
+        runner
+            .run()
+            .unwrap_err()
+            .to_string()
+            .contains("1025 threads")
+    );
 }
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
