@@ -795,9 +795,20 @@ mod tests {
             Settings { rounds: 0, ..ok }.validate(),
             Err(SettingsError::NoRounds)
         );
-        assert!(matches!(
+        assert_eq!(
             Settings {
                 threads: usize::MAX,
+                ..ok
+            }
+            .validate(),
+            Err(SettingsError::TooManyThreads {
+                threads: usize::MAX
+            })
+        );
+        assert!(matches!(
+            Settings {
+                threads: MAX_THREADS,
+                ops_per_thread: usize::MAX,
                 ..ok
             }
             .validate(),
