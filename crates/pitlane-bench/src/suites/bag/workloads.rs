@@ -159,7 +159,9 @@ pub(super) fn pairs_worker<S: BagSubject>(
     let mut seq = 0;
     start.wait();
     let started = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    // A round at least, checked after it, so that a thread that starts only after the window
+    // (a loaded machine) still makes pairs.
+    loop {
         for _ in 0..ROUND {
             let item = item(id, seq);
             seq += 1;
@@ -182,6 +184,9 @@ pub(super) fn pairs_worker<S: BagSubject>(
             pushed.add(item);
             order.see(got)?;
             popped.add(got);
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
         }
     }
     let outcome = Outcome {
@@ -295,7 +300,9 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
                 let mut seq = 0;
                 start.wait();
                 let started = Instant::now();
-                while !stop.load(Ordering::Relaxed) {
+                // A round at least, checked after it, so that a producer that starts only
+                // after the window (a loaded machine) still puts items through.
+                loop {
                     for _ in 0..ROUND {
                         let item = item(p, seq);
                         seq += 1;
@@ -304,6 +311,9 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
                     }
                     if limited && pushed.count % Backlog::PUSHES_BETWEEN_LOOKS == 0 {
                         backlog_limit.pushed(Backlog::PUSHES_BETWEEN_LOOKS, stop);
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        break;
                     }
                 }
                 drop(leaving);
