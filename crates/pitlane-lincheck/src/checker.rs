@@ -718,6 +718,20 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 return (Verdict::Unknown { steps: stats.steps }, stats);
             }};
         }
+        // Over budget: forget the memo and keep the current path, or stop if even that does
+        // not fit.
+        macro_rules! forget_or_stop {
+            () => {{
+                stats.memo_forgotten += 1;
+                let path = Path {
+                    taken,
+                    state: &mut state,
+                };
+                if !forget(self.spec, &mut states, path, &mut failed, &mut held, n) {
+                    out_of_memory!();
+                }
+            }};
+        }
         while taken.len() < n {
             let urgent = linearized.lowest_absent();
             let candidates = &called[urgent];
@@ -754,14 +768,7 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 if states.len() == states.capacity()
                     && !held.grow_arena(&mut states, failed.bytes())
                 {
-                    stats.memo_forgotten += 1;
-                    let path = Path {
-                        taken,
-                        state: &mut state,
-                    };
-                    if !forget(self.spec, &mut states, path, &mut failed, &mut held, n) {
-                        out_of_memory!();
-                    }
+                    forget_or_stop!();
                 }
                 held.state_heap += self.spec.state_heap_bytes(&after);
                 states.push((after, hash));
@@ -774,14 +781,7 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 state = states.len() as u32 - 1;
                 linearized = with_op;
                 if held.total(states.capacity(), failed.bytes()) > held.limit {
-                    stats.memo_forgotten += 1;
-                    let path = Path {
-                        taken,
-                        state: &mut state,
-                    };
-                    if !forget(self.spec, &mut states, path, &mut failed, &mut held, n) {
-                        out_of_memory!();
-                    }
+                    forget_or_stop!();
                 }
                 continue;
             }
