@@ -462,6 +462,9 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                 // `Drop` removes it (or sees it dequeued) before it goes.
                 match unsafe { notify.queue.enqueue_or_update(node, take_or_enqueue) } {
                     Outcome::Updated(_) => {
+                        // SAFETY: the node was not enqueued (the decision took the permit);
+                        // nobody else sees it.
+                        unsafe { node.data().waker.unregister() };
                         this.phase = Phase::Done;
                         Poll::Ready(())
                     }

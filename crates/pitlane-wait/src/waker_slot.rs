@@ -36,6 +36,20 @@ impl WakerSlot {
         });
     }
 
+    /// Once the waiter completed without being queued: drops the waker that an earlier try of
+    /// the same enqueue kept (that try lost its compare-and-swap and the next one completed
+    /// the waiter at once), so that a completed `Notified`, which its user may keep, holds no
+    /// clone of its task's waker (tokio's holds none). The semaphore's acquire futures are
+    /// dropped as soon as they complete (inside `async fn`s), so they do not need it.
+    ///
+    /// # Safety
+    /// The node holding the slot is not queued, and only its owner touches it.
+    pub(crate) unsafe fn unregister(&self) {
+        // SAFETY: nobody else reads or writes the slot (caller).
+        let kept = self.0.with_mut(|cell| unsafe { (*cell).take() });
+        drop(kept);
+    }
+
     /// Under the lock, by a remover: takes the waker to wake it.
     ///
     /// # Safety

@@ -5,10 +5,13 @@
 //! takes the permit), and a waiter that finds a broadcast after it enqueued while a drain and
 //! a notify_one race to take it out (it waits for its own status before it locks), and a
 //! waiter that waits before it decides (behind queued waiters, or for a permit): it keeps its
-//! place behind the waiters and sees a broadcast that comes during the wait.
+//! place behind the waiters and sees a broadcast that comes during the wait; a waiter that
+//! takes the permit on a retry of its decision keeps no clone of its waker.
 #![cfg(pitlane_loom)]
 
+use std::future::Future;
 use std::pin::{Pin, pin};
+use std::task::{Context, Waker};
 
 use loom::future::block_on;
 use std::sync::Arc as StdArc;
@@ -396,5 +399,37 @@ fn a_queued_waiter_polled_during_a_broadcast_leaves_or_is_drained() {
         assert!(other.as_mut().enable());
         let mut after = Box::pin(notify.notified());
         assert!(!after.as_mut().enable(), "a broadcast stored a permit");
+    });
+}
+
+/// A waker that does nothing; its `Arc`'s count says how many clones are alive.
+struct Idle;
+
+impl std::task::Wake for Idle {
+    fn wake(self: StdArc<Self>) {}
+}
+
+/// A waiter whose first try decides to enqueue (no permit) and loses its compare-and-swap to
+/// a `notify_one` that stores the permit, then takes it on the retry: it completes holding no
+/// clone of the waker (the first try kept one to be woken with), as tokio's does not.
+#[test]
+fn a_waiter_completed_on_a_retry_keeps_no_waker() {
+    loom::model(|| {
+        let notify = Arc::new(Notify::new());
+        let notifier = {
+            let notify = notify.clone();
+            thread::spawn(move || notify.notify_one())
+        };
+        let idle = StdArc::new(Idle);
+        let waker = Waker::from(idle.clone());
+        let mut notified = pin!(notify.notified());
+        let polled = notified.as_mut().poll(&mut Context::from_waker(&waker));
+        if polled.is_ready() {
+            // `idle` and `waker`: no clone left in the completed future.
+            assert_eq!(StdArc::strong_count(&idle), 2);
+        } else {
+            block_on(notified);
+        }
+        notifier.join().unwrap();
     });
 }
