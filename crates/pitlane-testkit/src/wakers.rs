@@ -69,6 +69,41 @@ impl CountingWaker {
     }
 }
 
+/// A waker that runs `action` each time it is woken (by value or by reference), for tests
+/// that act from inside a wake-up: re-enter the primitive, poll another waiter, panic.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// let woken = Arc::new(AtomicUsize::new(0));
+/// let waker = pitlane_testkit::wakers::on_wake({
+///     let woken = woken.clone();
+///     move || {
+///         woken.fetch_add(1, Ordering::SeqCst);
+///     }
+/// });
+/// waker.wake_by_ref();
+/// waker.wake();
+/// assert_eq!(woken.load(Ordering::SeqCst), 2);
+/// ```
+pub fn on_wake(action: impl Fn() + Send + Sync + 'static) -> Waker {
+    Waker::from(Arc::new(OnWake(action)))
+}
+
+/// The record behind [`on_wake`].
+struct OnWake<F>(F);
+
+impl<F: Fn() + Send + Sync + 'static> Wake for OnWake<F> {
+    fn wake(self: Arc<Self>) {
+        (self.0)();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        (self.0)();
+    }
+}
+
 /// Polls `future` to completion on this thread, parking the thread between polls.
 ///
 /// Its waker points at a heap record (a wake-up state and a count of the wakers that point

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-use pitlane_testkit::wakers::CountingWaker;
+use pitlane_testkit::wakers::{CountingWaker, on_wake};
 use pitlane_wait::lock::{Lock, Spin};
 use pitlane_wait::notify::{Notified, OwnedNotified};
 use pitlane_wait::queue::{Decision, Node, NodeStatus, WAKE_BATCH, WaitQueue};
@@ -27,17 +27,8 @@ fn poll<F: Future>(future: Pin<&mut F>, waker: &CountingWaker) -> Poll<F::Output
     waker.with_context(|cx| future.poll(cx))
 }
 
-/// A waker that runs `action` when woken.
-struct OnWake<F: Fn() + Send + Sync + 'static>(F);
-
-impl<F: Fn() + Send + Sync + 'static> Wake for OnWake<F> {
-    fn wake(self: Arc<Self>) {
-        (self.0)();
-    }
-}
-
 fn panicking_waker() -> Waker {
-    Waker::from(Arc::new(OnWake(|| panic!("waker panics"))))
+    on_wake(|| panic!("waker panics"))
 }
 
 /// A spin lock that tells whether it is held, and panics when released unheld.
@@ -314,12 +305,12 @@ fn wakers_that_call_back_into_notify_from_their_wake() {
     let reentrant = {
         let notify = notify.clone();
         let victim = victim.clone();
-        Waker::from(Arc::new(OnWake(move || {
+        on_wake(move || {
             victim.lock().unwrap().take(); // a queued waiter, dropped while queued
             notify.notify_waiters();
             notify.notify_last();
             notify.notify_one();
-        })))
+        })
     };
     let w = CountingWaker::new();
     let mut first = pin!(notify.notified());
@@ -354,10 +345,10 @@ fn wakers_that_call_back_into_the_semaphore_from_their_wake() {
     let semaphore = Arc::new(Semaphore::new(0));
     let reentrant = {
         let semaphore = semaphore.clone();
-        Waker::from(Arc::new(OnWake(move || {
+        on_wake(move || {
             semaphore.add_permits(1);
             semaphore.close();
-        })))
+        })
     };
     let w = CountingWaker::new();
     let mut first = Box::pin(semaphore.acquire());
@@ -550,7 +541,7 @@ fn a_waker_that_drops_its_own_future_passes_the_notification_on() {
     let own: Arc<Mutex<Option<Pin<Box<OwnedNotified>>>>> = Arc::default();
     let drops_itself = {
         let own = own.clone();
-        Waker::from(Arc::new(OnWake(move || drop(own.lock().unwrap().take()))))
+        on_wake(move || drop(own.lock().unwrap().take()))
     };
     let mut first = Box::pin(notify.clone().notified_owned());
     assert!(
@@ -576,7 +567,7 @@ fn a_waker_that_drops_its_own_served_acquire_gives_the_permits_back() {
     let own: Slot = Arc::default();
     let drops_itself = {
         let own = own.clone();
-        Waker::from(Arc::new(OnWake(move || drop(own.lock().unwrap().take()))))
+        on_wake(move || drop(own.lock().unwrap().take()))
     };
     let mut first: Pin<Box<dyn Future<Output = ()> + Send>> = {
         let semaphore = semaphore.clone();
@@ -632,13 +623,13 @@ fn a_broadcast_from_inside_a_broadcasts_wake_drains_only_the_new_queue() {
         let notify = notify.clone();
         let late = late.clone();
         let victims = victims.clone();
-        Waker::from(Arc::new(OnWake(move || {
+        on_wake(move || {
             let mut again = Box::pin(notify.clone().notified_owned());
             assert!(!again.as_mut().enable());
             late.lock().unwrap().push(again);
             notify.notify_waiters(); // reaches `again`, not the first drain's waiters
             victims.lock().unwrap().pop();
-        })))
+        })
     };
     let mut cx = Context::from_waker(&waker);
     let mut first: Vec<Pin<Box<Notified<'_>>>> = (0..WAKE_BATCH + 8)

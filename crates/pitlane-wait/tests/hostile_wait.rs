@@ -21,7 +21,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use pitlane_testkit::child::{rerun_test, scenario};
-use pitlane_testkit::wakers::CountingWaker;
+use pitlane_testkit::wakers::{CountingWaker, on_wake};
 use pitlane_wait::notify::OwnedNotified;
 use pitlane_wait::queue::WAKE_BATCH;
 use pitlane_wait::{Notify, Semaphore};
@@ -34,20 +34,8 @@ fn poll<F: Future + ?Sized>(future: Pin<&mut F>, waker: &CountingWaker) -> Poll<
     waker.with_context(|cx| future.poll(cx))
 }
 
-/// A waker that runs `action` when woken.
-struct OnWake<F: Fn() + Send + Sync + 'static>(F);
-
-impl<F: Fn() + Send + Sync + 'static> Wake for OnWake<F> {
-    fn wake(self: Arc<Self>) {
-        (self.0)();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        (self.0)();
-    }
-}
-
 fn panicking_waker() -> Waker {
-    Waker::from(Arc::new(OnWake(|| panic!("waker panics on wake"))))
+    on_wake(|| panic!("waker panics on wake"))
 }
 
 /// A waker that does nothing when woken and runs `action` when its last clone is dropped.
@@ -606,9 +594,7 @@ fn a_served_waiters_wake_cancelling_a_partly_served_waiter_passes_its_permits_on
     let b_slot: Arc<Mutex<Option<BoxFut>>> = Arc::default();
     let reentrant = {
         let b_slot = b_slot.clone();
-        Waker::from(Arc::new(OnWake(move || {
-            drop(b_slot.lock().unwrap().take())
-        })))
+        on_wake(move || drop(b_slot.lock().unwrap().take()))
     };
     let w = CountingWaker::new();
     let mut a = Box::pin(sem.acquire());
@@ -844,7 +830,7 @@ fn close_from_a_waker_while_add_permits_flushes_a_full_batch() {
     let sem = Arc::new(Semaphore::new(0));
     let closer = {
         let sem = sem.clone();
-        Waker::from(Arc::new(OnWake(move || sem.close())))
+        on_wake(move || sem.close())
     };
     let w = CountingWaker::new();
     let n = 2 * WAKE_BATCH + 3;

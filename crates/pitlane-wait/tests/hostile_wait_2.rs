@@ -16,31 +16,15 @@ mod hostile {
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::{Arc, Mutex};
-    use std::task::{Context, Poll, Wake, Waker};
+    use std::task::{Context, Poll, Waker};
 
-    use pitlane_testkit::wakers::CountingWaker;
+    use pitlane_testkit::wakers::{CountingWaker, on_wake};
     use pitlane_wait::queue::WAKE_BATCH;
     use pitlane_wait::{Notify, OwnedNotified, Semaphore};
     use tokio::sync::futures::OwnedNotified as TokioOwned;
 
     fn poll<F: Future + ?Sized>(future: Pin<&mut F>, waker: &CountingWaker) -> Poll<F::Output> {
         waker.with_context(|cx| future.poll(cx))
-    }
-
-    /// A waker that runs `action` when woken.
-    struct OnWake<F: Fn() + Send + Sync + 'static>(F);
-
-    impl<F: Fn() + Send + Sync + 'static> Wake for OnWake<F> {
-        fn wake(self: Arc<Self>) {
-            (self.0)();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            (self.0)();
-        }
-    }
-
-    fn on_wake(action: impl Fn() + Send + Sync + 'static) -> Waker {
-        Waker::from(Arc::new(OnWake(action)))
     }
 
     /// What an owned acquire returns.

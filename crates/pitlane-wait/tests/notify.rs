@@ -6,9 +6,9 @@
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 
-use pitlane_testkit::wakers::CountingWaker;
+use pitlane_testkit::wakers::{CountingWaker, on_wake};
 use pitlane_wait::Notify;
 use pitlane_wait::notify::{Notified, OwnedNotified};
 
@@ -292,15 +292,6 @@ fn notify_waiters_wakes_more_than_a_batch() {
     assert_eq!(w.live(), 1, "every waker was dropped");
 }
 
-/// A waker that runs `action` when woken.
-struct OnWake<F: Fn() + Send + Sync + 'static>(F);
-
-impl<F: Fn() + Send + Sync + 'static> Wake for OnWake<F> {
-    fn wake(self: Arc<Self>) {
-        (self.0)();
-    }
-}
-
 #[test]
 fn notify_waiters_is_atomic_waiters_registering_during_the_wakeups_are_not_woken() {
     let notify = Arc::new(Notify::new());
@@ -308,11 +299,11 @@ fn notify_waiters_is_atomic_waiters_registering_during_the_wakeups_are_not_woken
     let waker = {
         let notify = notify.clone();
         let late = late.clone();
-        Waker::from(Arc::new(OnWake(move || {
+        on_wake(move || {
             let mut again = Box::pin(notify.clone().notified_owned());
             assert!(!again.as_mut().enable());
             late.lock().unwrap().push(again);
-        })))
+        })
     };
     let mut cx = Context::from_waker(&waker);
     // More than one batch, so that wakers run while the drain is still under way.
@@ -344,7 +335,7 @@ fn notify_waiters_wakes_in_the_order_the_waiters_came_like_tokio() {
         (0..70).map(|_| Box::pin(notify.notified())).collect();
     for (i, f) in fs.iter_mut().enumerate() {
         let woken = woken.clone();
-        let waker = Waker::from(Arc::new(OnWake(move || woken.lock().unwrap().push(i))));
+        let waker = on_wake(move || woken.lock().unwrap().push(i));
         assert!(
             f.as_mut()
                 .poll(&mut Context::from_waker(&waker))
@@ -359,7 +350,7 @@ fn notify_waiters_wakes_in_the_order_the_waiters_came_like_tokio() {
 fn notify_waiters_is_panic_safe() {
     let notify = Notify::new();
     let w = CountingWaker::new();
-    let panicking = Waker::from(Arc::new(OnWake(|| panic!("waker panics"))));
+    let panicking = on_wake(|| panic!("waker panics"));
     let mut fs: Vec<Pin<Box<Notified<'_>>>> =
         (0..80).map(|_| Box::pin(notify.notified())).collect();
     for (i, f) in fs.iter_mut().enumerate() {
@@ -413,9 +404,9 @@ fn waiters_dropped_during_a_drain_leave_it_safely() {
     let victims: Arc<Mutex<Vec<Pin<Box<OwnedNotified>>>>> = Arc::default();
     let waker = {
         let victims = victims.clone();
-        Waker::from(Arc::new(OnWake(move || {
+        on_wake(move || {
             victims.lock().unwrap().clear();
-        })))
+        })
     };
     let mut cx = Context::from_waker(&waker);
     let mut first: Vec<Pin<Box<Notified<'_>>>> =
