@@ -58,6 +58,14 @@
 //! sweeps too (`tests/fork_sweep.rs`). Not handled: a `fork` while another thread is in
 //! the allocator's one-time initialisation leaves the child on the orphan heap for good
 //! (correct, but every allocation takes its lock).
+//!
+//! glibc runs prepare handlers in the reverse order of their registration, and parent and
+//! child handlers in that order, so handlers registered before ours run with a working
+//! allocator (as glibc's own malloc, which locks after every prepare handler and unlocks
+//! before every parent and child handler, lets them) and those registered after ours run with
+//! its locks held: a `malloc` there that needs one spins forever. The first allocation
+//! registers ours; a C `malloc` registers them earlier, when it is loaded
+//! ([`raw::install_fork_handlers`](crate::raw::install_fork_handlers)).
 
 use core::cell::Cell;
 use core::ptr;
@@ -981,7 +989,12 @@ static FORK_HANDLERS: AtomicU8 = AtomicU8::new(0);
 /// memory); then the next thread's first allocation tries again, so that they are in place
 /// before a second thread exists to hold one of the locks across a `fork` (a single-threaded
 /// process forks safely without them: no lock of ours is held across its `fork` call).
-fn install_fork_handlers() {
+///
+/// Also called before the first allocation, through `raw::install_fork_handlers` (the C
+/// `malloc` calls it when its library is loaded): the handlers need nothing initialised, and
+/// registered before the program's own they let those allocate (see the module
+/// documentation).
+pub(crate) fn install_fork_handlers() {
     if FORK_HANDLERS.load(Ordering::Acquire) == 2
         || FORK_HANDLERS
             .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)

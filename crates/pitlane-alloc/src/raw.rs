@@ -296,6 +296,22 @@ pub unsafe fn free(ptr: *mut u8) {
     }
 }
 
+/// Registers the allocator's `fork` handlers (`pthread_atfork`) now, if they are not yet;
+/// otherwise the first allocation does. For a shim that is the process's `malloc`, to call
+/// before the program runs: glibc runs the prepare handlers registered after ours while we
+/// hold the allocator's locks (and the parent and child handlers registered after ours
+/// before we release them), so a program's handler registered before its first `malloc` and
+/// allocating in the `fork` hung there. Registering allocates nothing of ours, and the
+/// handlers need nothing initialised.
+///
+/// ```
+/// pitlane_alloc::raw::install_fork_handlers();
+/// pitlane_alloc::raw::install_fork_handlers(); // registered once
+/// ```
+pub fn install_fork_handlers() {
+    heap::install_fork_handlers();
+}
+
 /// How many bytes the block at `ptr` can hold (at least what was asked for).
 ///
 /// # Safety

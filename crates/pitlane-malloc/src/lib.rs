@@ -47,6 +47,11 @@
 //!   function that throws in the C++ runtime already loaded into the process (any program
 //!   that calls `operator new` has one), so this library does not link the C++ runtime itself.
 //!   The `nothrow` forms return null.
+//! - `fork`: the allocator's `pthread_atfork` handlers are registered when the library is
+//!   loaded (an ELF constructor, run before the program's own constructors and `main`), so
+//!   that a program's handlers registered before its first `malloc` may allocate, as under
+//!   glibc (except for handlers a shared library of the program registers from its own
+//!   constructor before any `malloc`: the loader runs ours after those).
 //!
 //! Nothing here allocates, locks, formats or unwinds except the throwing `operator new`
 //! forms, whose unwinding is the C++ exception they are required to throw.
@@ -67,6 +72,30 @@ use pitlane_alloc::raw;
 /// otherwise: every object that fits a block of 24, 40 or 56 bytes needs at most 8 (an
 /// object's size is a multiple of its alignment). mimalloc does the same.
 const MALLOC_ALIGN: usize = 8;
+
+/// Run by the dynamic loader when the library is loaded (and by the C runtime's start-up when
+/// the static library is linked): registers pitlane-alloc's `fork` handlers before the
+/// program can register its own. glibc runs `pthread_atfork` prepare handlers in the reverse
+/// order of registration, parent and child handlers in that order; registered at the first
+/// `malloc` instead (as they were), ours came after those of a program that registered
+/// before allocating, so its prepare handler ran with the allocator's locks held and a
+/// `malloc` there that needed one spun forever (glibc's malloc locks after every prepare
+/// handler and unlocks before every parent and child handler). Not covered: handlers that a
+/// shared library of the program registers from its own constructor before any `malloc` (the
+/// loader runs a preloaded library's constructor after those of the program's libraries,
+/// just before the program's): they still come first.
+#[used]
+// SAFETY: `.init_array` holds pointers to functions the loader calls once, with `argc`,
+// `argv` and `envp`, which an `extern "C"` function of no arguments ignores (the C calling
+// convention leaves extra arguments to the caller); this one never unwinds.
+#[unsafe(link_section = ".init_array")]
+static REGISTER_FORK_HANDLERS: extern "C" fn() = register_fork_handlers;
+
+/// The body of [`REGISTER_FORK_HANDLERS`]; the loader's arguments (`argc`, `argv`, `envp`)
+/// are not needed.
+extern "C" fn register_fork_handlers() {
+    raw::install_fork_handlers();
+}
 
 fn set_errno(value: c_int) {
     // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.

@@ -4,9 +4,9 @@
 //! program first checks that pitlane-malloc is the malloc in use, then every export and its
 //! error cases, and prints `ok <n> checks`.
 //!
-//! Also real programs under `LD_PRELOAD`: `python3` running threads that allocate, `git` on
-//! a scratch repository, `sort` of a generated file, `sqlite3` on a generated database, each
-//! checked for its exit status and its output.
+//! Also real programs under `LD_PRELOAD`: `python3` running threads that allocate, `python3`
+//! forking a `multiprocessing` pool, `git` on a scratch repository, `sort` of a generated file,
+//! `sqlite3` on a generated database, each checked for its exit status and its output.
 //!
 //! And hostile C programs under `LD_PRELOAD` (`tests/c/hostile.c`, one scenario per process,
 //! each killed if it outlives its deadline, so that a deadlock fails its test instead of
@@ -16,8 +16,8 @@
 //! caches while the OS refuses new mappings); `fork`, `posix_spawn` and `system` while threads
 //! allocate, the child allocating and starting a thread; thousands of threads handing blocks to
 //! the next and freeing from `pthread` key destructors, with the mapped address space bounded;
-//! and `valloc`/`pvalloc`/`memalign` edge sizes with `malloc_usable_size` of every kind of
-//! block.
+//! `valloc`/`pvalloc`/`memalign` edge sizes with `malloc_usable_size` of every kind of
+//! block; and `pthread_atfork` handlers, registered before the first `malloc`, that allocate.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -252,6 +252,43 @@ print(len(results), all(r > 0 for r in results))
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "4 True");
 }
 
+/// `multiprocessing` with `fork`: a pool of three workers forked from a parent whose pool
+/// threads (task, result and worker handlers) run and allocate meanwhile, each child building
+/// and serialising dictionaries; the parent checks a result against its own. Skipped when
+/// there is no `python3`.
+#[test]
+fn python_multiprocessing_forking_a_pool_runs_on_it() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let script = r#"
+import hashlib, json, multiprocessing
+def job(n):
+    d = {str(i): [i] * (i % 30) for i in range(20000 + n)}
+    return hashlib.sha256(json.dumps(d).encode()).hexdigest()
+if __name__ == "__main__":
+    with multiprocessing.get_context("fork").Pool(3) as pool:
+        out = pool.map(job, range(12))
+    print(len(set(out)), out[5] == job(5))
+"#;
+    let dir = scratch("python-fork");
+    let path = dir.join("pool.py");
+    std::fs::write(&path, script).expect("writes the script");
+    let mut command = preloaded("python3");
+    command.arg(&path);
+    let Some(output) = output_within(command, Duration::from_secs(120)) else {
+        panic!("python3 multiprocessing: still running after 120 s (deadlock?)");
+    };
+    assert!(
+        output.status.success(),
+        "{}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "12 True");
+}
+
 #[test]
 fn sort_of_a_generated_file_runs_on_it() {
     let dir = scratch("sort");
@@ -406,4 +443,37 @@ fn thousands_of_threads_handing_blocks_on_keep_the_address_space_bounded() {
 #[test]
 fn valloc_pvalloc_memalign_edges_and_usable_size_of_every_kind_of_block() {
     hostile_passes("invalid-arguments", Duration::from_secs(60));
+}
+
+/// A program that registers `pthread_atfork` handlers before its first `malloc` (so before the
+/// allocator registered its own, at its initialisation), each handler allocating small and
+/// large blocks. glibc runs prepare handlers in the reverse order of registration and parent
+/// and child handlers in that order, so the allocator's handlers, registered later, took its
+/// locks before the program's prepare handler ran and released them after its parent and
+/// child handlers: the prepare handler's `malloc` spun forever on a lock its own thread held
+/// (glibc's malloc takes its locks after every handler). The library now registers its
+/// handlers when it is loaded (an `.init_array` entry, which must survive static linking too).
+#[test]
+fn atfork_handlers_registered_before_the_first_malloc_may_allocate() {
+    hostile_passes("atfork-handlers-allocate", Duration::from_secs(60));
+    let program = scratch("c-hostile-static").join("hostile");
+    let archive = library_dir().join("libpitlane_malloc.a");
+    compile(
+        "cc",
+        &[source("hostile.c"), archive],
+        &program,
+        &["-rdynamic", "-lpthread", "-ldl", "-lm"],
+    );
+    let mut command = Command::new(&program);
+    command.arg("atfork-handlers-allocate");
+    let Some(output) = output_within(command, Duration::from_secs(60)) else {
+        panic!("statically linked: still running after 60 s (deadlock?)");
+    };
+    assert!(
+        output.status.success() && output.stdout.starts_with(b"ok "),
+        "statically linked: {}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -17,7 +17,12 @@
  *   exited), freeing some from a pthread key destructor, and exiting while another thread
  *   frees its blocks; the address space the process uses must stop growing.
  * - invalid-arguments: valloc/pvalloc edge sizes and malloc_usable_size of every kind of
- *   block, as glibc answers them. */
+ *   block, as glibc answers them.
+ * - atfork-handlers-allocate: the program registers pthread_atfork handlers before its
+ *   first malloc (so before the allocator's own initialisation), and each handler, the
+ *   prepare one included, allocates and frees small and large blocks: glibc takes its
+ *   malloc's locks after every prepare handler and releases them before every parent and
+ *   child handler, so these run with a working malloc; a fork must not deadlock. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -341,6 +346,50 @@ static void invalid_arguments(void) {
     CHECK(malloc_usable_size(NULL) == 0);
 }
 
+/* ---- atfork-handlers-allocate ------------------------------------------------------ */
+
+static int handler_calls;
+
+/* Small blocks of many classes and large blocks, freed again (so that the next round finds
+ * them in the allocator's caches, behind its locks). */
+static void allocate_in_handler(void) {
+    static void *blocks[96];
+    for (int i = 0; i < 96; i++) blocks[i] = malloc(i % 3 ? (size_t)i * 97 + 1 : ((size_t)i + 1) << 15);
+    for (int i = 0; i < 96; i++) {
+        if (blocks[i] == NULL) _exit(7);
+        memset(blocks[i], 0x33, 1);
+        free(blocks[i]);
+    }
+    __atomic_add_fetch(&handler_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void *allocate_in_thread(void *arg) {
+    allocate_in_handler();
+    return arg;
+}
+
+static void atfork_handlers_allocate(void) {
+    /* Before anything in this process calls malloc. */
+    CHECK(pthread_atfork(allocate_in_handler, allocate_in_handler, allocate_in_handler) == 0);
+    alarm(20); /* a deadlocked fork ends the process instead of hanging until the deadline */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, allocate_in_thread, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    for (int round = 0; round < 3; round++) {
+        int before = handler_calls;
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            allocate_in_handler();
+            _exit(child_works());
+        }
+        int status = 0;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CHECK(handler_calls == before + 2); /* prepare and parent */
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: hostile SCENARIO\n");
@@ -349,6 +398,8 @@ int main(int argc, char **argv) {
     const char *scenario = argv[1];
     if (strcmp(scenario, "first-malloc-under-limit") == 0) {
         first_malloc_under_limit();
+    } else if (strcmp(scenario, "atfork-handlers-allocate") == 0) {
+        atfork_handlers_allocate();
     } else {
         if (version() == NULL) {
             fprintf(stderr, "pitlane-malloc is not the malloc in use\n");
