@@ -12,9 +12,10 @@
 //! # What is exported
 //!
 //! `malloc`, `free`, `calloc`, `realloc`, `reallocarray`, `aligned_alloc`, `posix_memalign`,
-//! `memalign`, `valloc`, `pvalloc`, `malloc_usable_size`, `cfree`, glibc's `__libc_*` names
-//! for the same functions, and the C++ `operator new`/`operator delete` family in every form
-//! (plain, array, sized, aligned, `nothrow`), under their Itanium C++ ABI names. Also
+//! `memalign`, `valloc`, `pvalloc`, `malloc_usable_size`, `cfree`, C23's `free_sized` and
+//! `free_aligned_sized`, glibc's `__libc_*` names for the same functions, and the C++
+//! `operator new`/`operator delete` family in every form (plain, array, sized, aligned,
+//! `nothrow`), under their Itanium C++ ABI names. Also
 //! `pitlane_malloc_version`, by which a program (and our own tests) can tell that this is the
 //! malloc in use.
 //!
@@ -270,6 +271,33 @@ fn report_once(reported: &AtomicBool, head: &[u8], block: *mut u8) {
 /// As [`free`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cfree(block: *mut c_void) {
+    // SAFETY: forwarded.
+    unsafe { free(block) }
+}
+
+/// C23's `free` told the block's size (the size asked of `malloc`, `calloc` or `realloc`);
+/// the size is not needed here, so this is [`free`]. Exported so that a program built
+/// against a C library that has it (glibc from 2.43) frees our blocks here, not in that
+/// library's allocator.
+///
+/// # Safety
+/// As [`free`]; C23 makes a `size` other than the one asked for undefined behaviour.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free_sized(block: *mut c_void, size: usize) {
+    let _ = size;
+    // SAFETY: forwarded.
+    unsafe { free(block) }
+}
+
+/// C23's `free` of a block from `aligned_alloc`, told its alignment and size; neither is
+/// needed here, so this is [`free`] (exported for the reason given at [`free_sized`]).
+///
+/// # Safety
+/// As [`free`]; C23 makes an `alignment` or `size` other than the ones asked for undefined
+/// behaviour.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free_aligned_sized(block: *mut c_void, alignment: usize, size: usize) {
+    let _ = (alignment, size);
     // SAFETY: forwarded.
     unsafe { free(block) }
 }

@@ -227,6 +227,27 @@ static void cfree_case(void) {
     cfree_fn(NULL);
 }
 
+/* C23's sized frees (glibc 2.36 declares neither). */
+typedef void (*free_sized_fn)(void *, size_t);
+typedef void (*free_aligned_sized_fn)(void *, size_t, size_t);
+static void sized_free_case(void) {
+    free_sized_fn sized = (free_sized_fn)dlsym(RTLD_DEFAULT, "free_sized");
+    free_aligned_sized_fn aligned = (free_aligned_sized_fn)dlsym(RTLD_DEFAULT, "free_aligned_sized");
+    CHECK(sized != NULL && aligned != NULL);
+    for (size_t n = 1; n <= (1u << 20); n *= 4) {
+        char *p = malloc(n);
+        CHECK(p != NULL);
+        memset(p, 1, n);
+        sized(p, n);
+        char *q = aligned_alloc(256, n);
+        CHECK(q != NULL && ((uintptr_t)q & 255) == 0);
+        memset(q, 2, n);
+        aligned(q, 256, n);
+    }
+    sized(NULL, 0);
+    aligned(NULL, 64, 0);
+}
+
 /* Blocks allocated by one thread and freed by another, in both directions. */
 #define HANDED 20000
 static void *handed[HANDED];
@@ -483,6 +504,7 @@ int main(int argc, char **argv) {
     realloc_cases();
     aligned_cases();
     cfree_case();
+    sized_free_case();
     threads_case();
     fork_case();
     glibc_internals_case();
