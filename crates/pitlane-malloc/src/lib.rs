@@ -277,7 +277,7 @@ pub unsafe extern "C" fn cfree(block: *mut c_void) {
 
 /// C23's `free` told the block's size (the size asked of `malloc`, `calloc` or `realloc`);
 /// the size is not needed here, so this is [`free`]. Exported so that a program built
-/// against a C library that has it (glibc from 2.43) frees our blocks here, not in that
+/// against a C library that has it (glibc 2.36 has not) frees our blocks here, not in that
 /// library's allocator.
 ///
 /// # Safety
