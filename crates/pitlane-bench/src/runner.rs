@@ -288,6 +288,11 @@ impl Bench {
     }
 
     /// Runs `case`: a checked warm-up round, then the configured number of interleaved rounds.
+    ///
+    /// A case whose suite, workload, parameters and a metric were already measured in this run
+    /// (a suite or a thread count named twice) is refused: the ratios would pair the rounds of one
+    /// measurement with those of the other, which never ran side by side. A value that is not
+    /// a finite number (a rate over no time) aborts the benchmark like a wrong answer.
     pub fn measure(&mut self, mut case: Case<'_>) -> Result<(), BenchError> {
         case.subjects.retain(|s| self.config.wants(&s.name));
         if case.subjects.is_empty() {
@@ -301,6 +306,17 @@ impl Bench {
             case.workload,
             fmt_params(&case.params)
         );
+        if self.records.iter().any(|r| {
+            r.suite == self.suite
+                && r.workload == case.workload
+                && r.params == case.params
+                && case.metrics.iter().any(|m| m.name == r.metric.name)
+        }) {
+            return Err(BenchError::Shape(format!(
+                "{label}: measured twice in one run (a suite or a thread count named twice?); \
+                 its ratios would pair rounds that did not run side by side"
+            )));
+        }
         let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); case.metrics.len()]; n];
         let mut before = None;
         for round in 0..=reps {
@@ -328,6 +344,12 @@ impl Bench {
                         values.len(),
                         case.metrics.len()
                     )));
+                }
+                if let Some((m, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                    return Err(BenchError::Incorrect {
+                        at: format!("{label} {}", subject.name),
+                        why: format!("{} was {v}, not a finite number", case.metrics[m].name),
+                    });
                 }
                 if round > 0 {
                     for (m, v) in values.into_iter().enumerate() {
@@ -845,6 +867,71 @@ mod tests {
         let names: Vec<&str> = report.records.iter().map(|r| r.subject.as_str()).collect();
         assert_eq!(names, ["crossbeam::SegQueue"]);
         assert!(report.ratios.is_empty());
+    }
+
+    /// A case measured twice in one run (`pitlane bench locks locks`, `--threads 2,2`) used
+    /// to give each pair of ours and a peer four ratios, two of them pairing round i of one
+    /// measurement with round i of the other, which never ran side by side.
+    #[test]
+    fn a_case_measured_twice_in_one_run_is_refused() {
+        let mut bench = Bench::new(RunConfig {
+            rounds: Some(3),
+            ..RunConfig::quick()
+        });
+        bench.begin_suite("s");
+        let m = Metric::new("ns_per_item", "ns", Better::Lower);
+        let case = |ours: f64| {
+            Case::new("w", params! {"threads" => 2}, vec![m.clone()])
+                .subject(Subject::ours("ours", move || Ok(vec![ours])))
+                .subject(Subject::peer("peer", || Ok(vec![2.0])))
+        };
+        bench.measure(case(1.0)).unwrap();
+        let err = bench.measure(case(4.0)).unwrap_err();
+        assert!(err.to_string().contains("measured twice"), "{err}");
+        // Another parameter set, or the same one in another suite, is a case of its own.
+        let other = Case::new("w", params! {"threads" => 4}, vec![m.clone()])
+            .subject(Subject::ours("ours", || Ok(vec![1.0])))
+            .subject(Subject::peer("peer", || Ok(vec![2.0])));
+        bench.measure(other).unwrap();
+        // So is another metric of the same workload and parameters.
+        let throughput = Case::new(
+            "w",
+            params! {"threads" => 2},
+            vec![Metric::new("ops_per_s", "ops/s", Better::Higher)],
+        )
+        .subject(Subject::ours("ours", || Ok(vec![1.0])));
+        bench.measure(throughput).unwrap();
+        bench.begin_suite("t");
+        bench.measure(case(1.0)).unwrap();
+        let report = bench.finish();
+        assert_eq!(report.records.len(), 7);
+        assert_eq!(report.ratios.len(), 3, "{:?}", report.ratios);
+        assert!(report.ratios.iter().all(|r| r.ratio == 0.5));
+    }
+
+    /// An infinite rate (work over no time) used to become a record whose median, min and max
+    /// results.json wrote as `null`, and whose bar chart kept `report.html` from ever being
+    /// written; NaN was caught only after every round, as a suite bug.
+    #[test]
+    fn a_value_that_is_not_a_finite_number_aborts() {
+        for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+            let mut bench = Bench::new(RunConfig {
+                rounds: Some(3),
+                ..RunConfig::quick()
+            });
+            bench.begin_suite("s");
+            let m = Metric::new("ops_per_s", "ops/s", Better::Higher);
+            let case = Case::new("w", Params::new(), vec![m])
+                .subject(Subject::ours("ours", move || Ok(vec![bad])))
+                .subject(Subject::peer("peer", || Ok(vec![2.0])));
+            let err = bench.measure(case).unwrap_err();
+            assert!(
+                matches!(err, BenchError::Incorrect { .. }),
+                "{bad}: {err:?}"
+            );
+            assert!(err.to_string().contains("not a finite number"), "{err}");
+            assert!(bench.finish().records.is_empty());
+        }
     }
 
     #[test]

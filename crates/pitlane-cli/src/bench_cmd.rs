@@ -65,12 +65,19 @@ pub fn parse_rounds(text: &str) -> Result<usize, String> {
     }
 }
 
-/// Parses `1,2,4`: positive integers separated by commas.
+/// Parses `1,2,4`: positive integers separated by commas, none twice (a thread count named
+/// twice would measure its cases twice, and the report cannot pair two measurements' rounds).
 pub fn parse_threads(list: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for part in list.split(',') {
         let part = part.trim();
         match part.parse::<usize>() {
+            Ok(n) if out.contains(&n) => {
+                return Err(format!(
+                    "malformed thread list '{list}': thread count {n} is given twice \
+                     (expected e.g. --threads 1,2,4)"
+                ));
+            }
             Ok(n) if (1..=1024).contains(&n) => out.push(n),
             _ => {
                 return Err(format!(
@@ -122,8 +129,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, UsageError> {
     let chosen: Vec<&dyn Suite> = if args.suites.is_empty() {
         all.iter().map(|s| s.as_ref()).collect()
     } else {
-        let mut chosen = Vec::new();
+        let mut chosen: Vec<&dyn Suite> = Vec::new();
         for name in &args.suites {
+            if chosen.iter().any(|s| s.name() == name) {
+                return Err(UsageError(format!(
+                    "suite '{name}' is named twice (each suite runs once per run)"
+                )));
+            }
             let suite = all.iter().find(|s| s.name() == name).ok_or_else(|| {
                 let known: Vec<&str> = all.iter().map(|s| s.name()).collect();
                 UsageError(format!(
@@ -227,7 +239,7 @@ mod tests {
     fn thread_lists() {
         assert_eq!(parse_threads("1,2,4"), Ok(vec![1, 2, 4]));
         assert_eq!(parse_threads(" 3 "), Ok(vec![3]));
-        for bad in ["", "1,,2", "0", "x", "1;2", "-1", "2000"] {
+        for bad in ["", "1,,2", "0", "x", "1;2", "-1", "2000", "2,2", "1,2,1"] {
             assert!(parse_threads(bad).is_err(), "{bad:?} should be rejected");
         }
     }

@@ -32,6 +32,34 @@ fn malformed_thread_list_is_a_one_line_error() {
     );
 }
 
+/// A suite or a thread count named twice would measure the same cases twice in one run, and
+/// the ratios would pair one measurement's rounds with the other's.
+#[test]
+fn a_suite_or_thread_count_named_twice_is_a_one_line_error() {
+    let dir = std::env::temp_dir().join(format!("pitlane-cli-twice-{}", std::process::id()));
+    // Cheap settings, should the check ever be lost: the pattern check alone, one round.
+    assert_one_line_error(
+        &[
+            "bench",
+            "lincheck",
+            "lincheck",
+            "--quick",
+            "--rounds",
+            "1",
+            "--subjects",
+            "queue_patterns",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        "suite 'lincheck' is named twice",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_one_line_error(
+        &["bench", "locks", "--threads", "1,2,1"],
+        "thread count 1 is given twice",
+    );
+}
+
 #[test]
 fn unwritable_out_dir_is_a_one_line_error() {
     let dir = std::env::temp_dir().join(format!("pitlane-cli-test-{}", std::process::id()));

@@ -35,8 +35,26 @@ fn legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// An error when a figure of the table is not a finite number: an axis up to infinity keeps
+/// `plotters` from ever finishing the chart. (The runner refuses such figures; a `Report` may
+/// also be built by hand.)
+fn finite(t: &Table<'_>) -> Result<(), String> {
+    match t
+        .records
+        .iter()
+        .find(|r| ![r.median, r.min, r.max].iter().all(|v| v.is_finite()))
+    {
+        Some(r) => Err(format!(
+            "{}'s figure {} [{}–{}] is not a finite number",
+            r.subject, r.median, r.min, r.max
+        )),
+        None => Ok(()),
+    }
+}
+
 /// A bar per subject and column, with the rounds' min–max as a whisker.
 pub(super) fn bar_chart(t: &Table<'_>, cores: usize) -> Result<String, String> {
+    finite(t)?;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (CHART_W, CHART_H)).into_drawing_area();
@@ -105,6 +123,7 @@ pub(super) fn bar_chart(t: &Table<'_>, cores: usize) -> Result<String, String> {
 
 /// A line per subject over the thread counts of the columns.
 pub(super) fn line_chart(t: &Table<'_>, cores: usize) -> Result<String, String> {
+    finite(t)?;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (CHART_W, CHART_H)).into_drawing_area();

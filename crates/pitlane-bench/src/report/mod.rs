@@ -505,6 +505,20 @@ mod tests {
         assert!(h.contains("<code>Instant</code>"));
     }
 
+    /// A record with an infinite figure (a `Report` is plain data anyone can build) used to
+    /// keep `html` drawing its chart for ever, so `pitlane bench` never wrote its report.
+    #[test]
+    fn a_figure_that_is_not_finite_leaves_out_its_charts_only() {
+        let mut report = sample_report();
+        report.records[0].max = f64::INFINITY;
+        let started = std::time::Instant::now();
+        let h = html(&report);
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        assert!(h.contains("(bar chart failed: pitlane::x's figure"), "{h}");
+        assert!(h.contains("(line chart failed:"), "{h}");
+        assert!(h.contains("</body></html>"));
+    }
+
     #[test]
     fn human_numbers() {
         assert_eq!(human(12_345_678.0), "12.3 M");

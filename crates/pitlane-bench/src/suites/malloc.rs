@@ -214,6 +214,13 @@ fn run_child(workload: &str, ops: u64, library: Option<&Path>) -> RunResult {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
+    child_figures(workload, ops, &stdout)
+}
+
+/// The figures of a child's line `ns_per_op peak_rss_kib checksum`, checked: the checksum must
+/// be the expected one, the time and the resident set positive (a child that cannot read its
+/// `VmHWM` prints -1, which is no figure).
+fn child_figures(workload: &str, ops: u64, stdout: &str) -> RunResult {
     let fields: Vec<&str> = stdout.split_whitespace().collect();
     let [ns, rss, checksum] = fields[..] else {
         return Err(format!("the {workload} child printed {stdout:?}"));
@@ -229,7 +236,13 @@ fn run_child(workload: &str, ops: u64, library: Option<&Path>) -> RunResult {
              allocator handed out blocks that did not keep what was written"
         ));
     }
-    Ok(vec![parse(ns)?, parse(rss)?])
+    let (ns, rss) = (parse(ns)?, parse(rss)?);
+    if !(ns > 0.0 && rss > 0.0) {
+        return Err(format!(
+            "the {workload} child printed {stdout:?}: no time or no peak resident set"
+        ));
+    }
+    Ok(vec![ns, rss])
 }
 
 /// In a child started by this suite: runs its workload, prints `ns_per_op peak_rss_kib
@@ -609,6 +622,23 @@ fn larson_checksum(ops: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child that could not read its peak resident set prints -1 for it; that used to
+    /// become a figure of -1 KiB, and a per-round ratio of ours ÷ -1 that counted as a round
+    /// ours won on a lower-is-better metric.
+    #[test]
+    fn a_child_without_a_resident_set_gives_no_figure() {
+        let sum = expected_checksum("xmalloc", 1000);
+        assert_eq!(
+            child_figures("xmalloc", 1000, &format!("12.500 2048 {sum}\n")),
+            Ok(vec![12.5, 2048.0])
+        );
+        let err = child_figures("xmalloc", 1000, &format!("12.500 -1 {sum}\n")).unwrap_err();
+        assert!(err.contains("no time or no peak resident set"), "{err}");
+        assert!(child_figures("xmalloc", 1000, &format!("0.000 2048 {sum}\n")).is_err());
+        let err = child_figures("xmalloc", 1000, "12.500 2048 7\n").unwrap_err();
+        assert!(err.contains("checksum"), "{err}");
+    }
 
     /// In this process (glibc's malloc, or whatever the test binary runs on), every workload
     /// reads back exactly the checksum computed without allocating.
