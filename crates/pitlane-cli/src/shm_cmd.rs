@@ -27,7 +27,7 @@ enum ShmCommand {
         /// Number of objects.
         #[arg(long, value_name = "N")]
         capacity: String,
-        /// Permission bits, in octal.
+        /// Permission bits, in octal, at most 0777 (no set-user-ID, set-group-ID or sticky bit).
         #[arg(long, default_value = "0600")]
         mode: String,
         /// Alignment of each object (a power of two up to 4096); by default 8, or the object size

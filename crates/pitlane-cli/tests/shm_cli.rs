@@ -122,6 +122,22 @@ fn bad_input_is_one_line_and_exit_2() {
         &["shm", "create", p, "--object-size", "8", "--capacity", "4"],
         "exists",
     );
+    let setuid = dir.join("setuid");
+    assert_one_line_error(
+        &[
+            "shm",
+            "create",
+            setuid.to_str().unwrap(),
+            "--object-size",
+            "8",
+            "--capacity",
+            "4",
+            "--mode",
+            "4777",
+        ],
+        "0o777",
+    );
+    assert!(!setuid.exists());
     let _held = pitlane_slab::ShmSlab::open_any(&path).unwrap();
     assert_one_line_error(&["shm", "rm", p], "attached");
     let _ = std::fs::remove_dir_all(&dir);

@@ -223,10 +223,14 @@ impl ShmSlab {
     }
 
     /// [`ShmSlab::create`] with the file's permission bits (applied exactly, whatever the
-    /// umask).
+    /// umask): read, write and execute for owner, group and others, nothing else. The
+    /// set-user-ID, set-group-ID and sticky bits are refused: they mean nothing for a data
+    /// file, and a set-user-ID file that others may write through a mapping is a way to run
+    /// their code as its owner.
     ///
     /// # Errors
-    /// As [`ShmSlab::create`]; [`OpenError::InvalidConfig`] for a mode above `0o7777`.
+    /// As [`ShmSlab::create`]; [`OpenError::InvalidConfig`] for a mode with any bit outside
+    /// `0o777`.
     ///
     /// ```
     /// use std::os::unix::fs::PermissionsExt;
@@ -242,8 +246,10 @@ impl ShmSlab {
         mode: u32,
     ) -> Result<Self, OpenError> {
         let path = path.as_ref();
-        if mode > 0o7777 {
-            return Err(OpenError::InvalidConfig("mode above 0o7777"));
+        if mode & !0o777 != 0 {
+            return Err(OpenError::InvalidConfig(
+                "mode with bits outside 0o777 (set-user-ID, set-group-ID, sticky or no mode bit)",
+            ));
         }
         let geo = Geometry::of(config).map_err(OpenError::InvalidConfig)?;
         let c = cstring(path)?;

@@ -261,10 +261,27 @@ fn create_is_exclusive_private_and_follows_no_link() {
         std::fs::metadata(&wide).unwrap().permissions().mode() & 0o7777,
         0o644
     );
-    assert!(matches!(
-        ShmSlab::create_with_mode(dir.path("bad"), CONFIG, 0o10000),
-        Err(OpenError::InvalidConfig(_))
-    ));
+    // No bit beyond read, write and execute: a set-user-ID (or set-group-ID, or sticky)
+    // slab that others may write would run their code as its owner. Nothing is created.
+    for bad in [0o10000, 0o4755, 0o2660, 0o1666, 0o7777, u32::MAX] {
+        assert!(
+            matches!(
+                ShmSlab::create_with_mode(dir.path("bad"), CONFIG, bad),
+                Err(OpenError::InvalidConfig(_))
+            ),
+            "{bad:o}"
+        );
+        assert!(!dir.path("bad").exists(), "{bad:o}");
+    }
+    drop(ShmSlab::create_with_mode(dir.path("all"), CONFIG, 0o777).unwrap());
+    assert_eq!(
+        std::fs::metadata(dir.path("all"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o777
+    );
     // A link to a good slab is not opened, and a dangling link is not created through.
     let link = dir.path("link");
     std::os::unix::fs::symlink(&path, &link).unwrap();
