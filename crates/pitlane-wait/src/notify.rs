@@ -462,10 +462,12 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                 // `Drop` removes it (or sees it dequeued) before it goes.
                 match unsafe { notify.queue.enqueue_or_update(node, take_or_enqueue) } {
                     Outcome::Updated(_) => {
+                        // Done first: should the dropped waker's `Drop` panic, a later poll
+                        // must not take a second permit.
+                        this.phase = Phase::Done;
                         // SAFETY: the node was not enqueued (the decision took the permit);
                         // nobody else sees it.
                         unsafe { node.data().waker.unregister() };
-                        this.phase = Phase::Done;
                         Poll::Ready(())
                     }
                     Outcome::Enqueued(_) => {
