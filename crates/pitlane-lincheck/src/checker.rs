@@ -718,8 +718,8 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
                 return (Verdict::Unknown { steps: stats.steps }, stats);
             }};
         }
-        // Over budget: forget the memo and keep the current path, or stop if even that does
-        // not fit.
+        // Over budget (or no room to record a failed configuration): forget the memo and keep
+        // the current path, or stop if even that does not fit.
         macro_rules! forget_or_stop {
             () => {{
                 stats.memo_forgotten += 1;
@@ -819,14 +819,7 @@ impl<'a, S: SequentialSpec, B: Bits> Search<'a, S, B> {
             if !recorded {
                 // The cache has no room for the configuration that just failed: forget it
                 // all (this one included) and go on.
-                stats.memo_forgotten += 1;
-                let path = Path {
-                    taken,
-                    state: &mut state,
-                };
-                if !forget(self.spec, &mut states, path, &mut failed, &mut held, n) {
-                    out_of_memory!();
-                }
+                forget_or_stop!();
             }
         }
         stats.configurations = configurations(&stats);
