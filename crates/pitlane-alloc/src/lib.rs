@@ -111,6 +111,8 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
+#[cfg(doctest)]
+mod auto_traits;
 mod class;
 mod heap;
 mod large;

@@ -26,6 +26,8 @@ extern crate alloc;
 
 pub mod spsc;
 
+#[cfg(doctest)]
+mod auto_traits;
 #[cfg(any(feature = "std", pitlane_loom))]
 pub mod bagpipe;
 #[cfg(any(feature = "std", pitlane_loom))]

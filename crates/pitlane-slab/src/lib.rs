@@ -97,6 +97,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(doctest)]
+mod auto_traits;
 pub mod freelist;
 #[cfg(pitlane_loom)]
 pub mod protocol;

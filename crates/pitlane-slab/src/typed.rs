@@ -23,6 +23,10 @@ use crate::{ObjectId, Slab, SlabError};
 /// - hold no pointers or references (they would dangle in another process), and
 /// - need no `Drop` (a crashed process never runs one).
 ///
+/// The trait also asks for `Send` and `Sync`, which the compiler checks: a [`TypedSlab`] is
+/// shared by threads (and processes) whatever `T` is, and hands each reader a copy of what
+/// another thread stored, so a type tied to its thread must not be plain.
+///
 /// It is implemented for the integer and float types and arrays of `Plain` types.
 ///
 /// ```
@@ -34,7 +38,7 @@ use crate::{ObjectId, Slab, SlabError};
 /// // SAFETY: three u64 fields, no padding, no pointers, any bits valid.
 /// unsafe impl Plain for Session {}
 /// ```
-pub unsafe trait Plain: Copy + 'static {}
+pub unsafe trait Plain: Copy + Send + Sync + 'static {}
 
 macro_rules! plain {
     ($($t:ty),*) => { $(

@@ -14,6 +14,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(doctest)]
+mod auto_traits;
 pub mod shim;
 pub mod spin;
 pub mod tagged;

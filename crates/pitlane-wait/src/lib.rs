@@ -117,6 +117,8 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+#[cfg(doctest)]
+mod auto_traits;
 #[cfg(all(feature = "std", not(pitlane_loom)))]
 mod blocking;
 pub mod lock;

@@ -424,7 +424,12 @@ pub struct WaitQueue<T, L = DefaultLock, P = DefaultParker> {
     head: AtomicPtr<Link>,
     /// Held for every removal.
     lock: L,
-    _nodes: PhantomData<*const Node<T>>,
+    /// `*mut`, not `*const`: the queue must be invariant in `T`. It stores nodes through
+    /// `&self` and hands their data out through `&self`, so a covariant queue would let a
+    /// `&WaitQueue<&'static str>` enqueue a node holding a short-lived `&str` through a
+    /// shortened `&WaitQueue<&'a str>`, to be read back as `&'static str` after it is freed
+    /// (see the `auto_traits` doctests).
+    _nodes: PhantomData<*mut Node<T>>,
     _parker: PhantomData<fn() -> P>,
 }
 

@@ -178,6 +178,21 @@ pub struct Semaphore {
     queue: WaitQueue<Acquirer>,
 }
 
+// `Semaphore` is unwind safe, as tokio's is (so are the permits, which hold a `&Semaphore` or
+// an `Arc<Semaphore>`, as tokio's are); without these impls the `UnsafeCell` of a waiter's
+// waker slot, reached through the queue's node pointers, would make it neither. A panic
+// cannot leave a `Semaphore` broken for the code that catches it: its state (the permit count
+// and the closed flag) and its queue change only by atomic operations or by list updates made
+// under the lock by code that does not panic; the user code it runs is wakers, cloned before
+// a slot is written and woken or dropped with the lock released; its own panics (a count
+// above `MAX_PERMITS`, merging permits of two semaphores) come before any change, or after
+// the served waiters were dequeued and the lock released, as tokio's do. The lock does not
+// poison. A waker that panics while a release wakes a batch drops the wakers after it
+// unwoken, as tokio's wake list does; those waiters hold their permits and complete when
+// next polled.
+impl core::panic::UnwindSafe for Semaphore {}
+impl core::panic::RefUnwindSafe for Semaphore {}
+
 impl Semaphore {
     /// The largest number of permits a semaphore holds: `usize::MAX >> 3`.
     ///
