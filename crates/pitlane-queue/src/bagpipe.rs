@@ -795,6 +795,9 @@ where
     /// Pushes `item` like [`push`](Self::push) and records in its handle where it landed, so
     /// that [`revoke`](Self::revoke) can take it back.
     ///
+    /// # Panics
+    /// As [`push`](Self::push): if every pipe is full (see [`PushError::Full`]).
+    ///
     /// ```
     /// use pitlane_queue::bagpipe::Bagpipe;
     /// use pitlane_queue::mpmc::Queue;
@@ -1073,6 +1076,9 @@ where
     B::Item: Revocable,
 {
     /// Pushes `item` with tracking, walking until a pipe takes it.
+    ///
+    /// # Panics
+    /// If every pipe is full (see [`PushError::Full`]), as [`Handle::push`].
     ///
     /// ```
     /// use pitlane_queue::bagpipe::Bagpipe;

@@ -1016,6 +1016,10 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// operation (no other thread can race it, so it never retries), for code written against
     /// crossbeam's API.
     ///
+    /// # Panics
+    /// As [`push`](Self::push): if the queue needs a new segment and the allocator refuses the
+    /// memory for it.
+    ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;
     ///
@@ -1648,6 +1652,10 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     }
 
     /// [`Queue::push`] without a pin of its own.
+    ///
+    /// # Panics
+    /// As [`Queue::push`]: if the queue needs a new segment and the allocator refuses the
+    /// memory for it; [`try_push`](Self::try_push) hands the item back instead.
     ///
     /// ```
     /// use pitlane_queue::mpmc::Queue;

@@ -304,6 +304,11 @@ where
     /// Like [`push`](WeakBag::push), tracking the item like
     /// [`try_push_revocable`](Self::try_push_revocable).
     ///
+    /// # Panics
+    /// As [`push`](WeakBag::push): if the bag is full (a stack at its
+    /// [`MAX_ITEMS`](crate::stack::MAX_ITEMS)) or needs memory to grow that the allocator
+    /// refuses; [`try_push_revocable`](Self::try_push_revocable) hands the item back instead.
+    ///
     /// ```
     /// use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
     /// use pitlane_queue::mpmc::Queue;

@@ -244,6 +244,9 @@ impl<const B: u32> Freelist<B> {
 
     /// A list holding every index, dealt round-robin over the shards.
     ///
+    /// # Panics
+    /// As [`Freelist::new`].
+    ///
     /// ```
     /// use pitlane_slab::freelist::Freelist;
     /// let list: Freelist = Freelist::full(3, 1);

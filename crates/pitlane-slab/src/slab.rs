@@ -640,6 +640,7 @@ impl Slab {
     /// in place (counters, flags, sequence numbers).
     ///
     /// # Errors
+    /// [`SlabError::OutOfRange`] and [`SlabError::NotAllocated`] as [`Slab::read`],
     /// [`SlabError::OutOfBounds`] when the word leaves the object, [`SlabError::Misaligned`]
     /// when its address is not 8-aligned.
     ///
