@@ -6,7 +6,6 @@
 #![cfg(not(pitlane_loom))]
 
 use std::cell::RefCell;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use pitlane_queue::bagpipe::{Bagpipe, BagpipeError, MAX_PIPES};
 use pitlane_queue::mpmc::Queue;
@@ -14,20 +13,12 @@ use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::spsc::{self, Builder, ChannelError, MAX_DEFAULT_BATCH};
 use pitlane_queue::stack::Stack;
 use pitlane_queue::{PopError, PushError};
+use pitlane_testkit::panics::message_of;
 
 /// Cells per segment that no machine can allocate: the segment's skip bitmap alone is 2^49
 /// bytes (512 TiB, more than a 47-bit address space), so each push that needs a segment is
 /// refused by the allocator, without any limit set on the process.
 const HUGE: usize = 1 << 52;
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("a panic");
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
 
 /// `default_batch`: `min(256, max(1, capacity / 4))`; `default_increment`:
 /// `max(1, batch / 4)`, at 0, 1 and the largest values.
@@ -151,11 +142,11 @@ fn spsc_error_texts_and_channel_panic() {
         assert_eq!(error.to_string(), text);
     }
     assert_eq!(
-        panic_message(|| drop(spsc::channel::<u8>(0))),
+        message_of(|| drop(spsc::channel::<u8>(0))),
         "pitlane_queue::spsc::channel(0): the capacity must be at least 1"
     );
     assert_eq!(
-        panic_message(|| drop(spsc::channel::<u8>(usize::MAX))),
+        message_of(|| drop(spsc::channel::<u8>(usize::MAX))),
         "pitlane_queue::spsc::channel(18446744073709551615): the capacity is too large to allocate"
     );
 }
@@ -353,9 +344,9 @@ fn pushes_that_must_succeed_panic_when_the_bag_cannot_grow() {
     const MESSAGE: &str = "could not be allocated";
     let mut queue: Queue<u8, HUGE> = Queue::with_segment_size();
     assert_eq!(queue.try_push(1), Err(PushError::Full(1)));
-    assert!(panic_message(|| queue.push(1)).contains(MESSAGE));
-    assert!(panic_message(|| queue.handle().push(1)).contains(MESSAGE));
-    assert!(panic_message(|| queue.push_mut(1)).contains(MESSAGE));
+    assert!(message_of(|| queue.push(1)).contains(MESSAGE));
+    assert!(message_of(|| queue.handle().push(1)).contains(MESSAGE));
+    assert!(message_of(|| queue.push_mut(1)).contains(MESSAGE));
     assert!(queue.is_empty());
 
     let page = Page(RevokeHandle::new());
@@ -364,7 +355,7 @@ fn pushes_that_must_succeed_panic_when_the_bag_cannot_grow() {
         pages.try_push_revocable(&page),
         Err(PushError::Full(_))
     ));
-    assert!(panic_message(|| pages.push_revocable(&page)).contains(MESSAGE));
+    assert!(message_of(|| pages.push_revocable(&page)).contains(MESSAGE));
     assert!(!page.0.is_in_bag());
 
     let bag = Bagpipe::<Queue<&Page, HUGE>>::with_pipes(2).unwrap();
@@ -373,9 +364,9 @@ fn pushes_that_must_succeed_panic_when_the_bag_cannot_grow() {
         bag.try_push_revocable(&page),
         Err(PushError::Full(_))
     ));
-    assert!(panic_message(|| bag.push(&page)).contains(MESSAGE));
-    assert!(panic_message(|| bag.push_revocable(&page)).contains(MESSAGE));
-    assert!(panic_message(|| bag.handle().push_revocable(&page)).contains(MESSAGE));
+    assert!(message_of(|| bag.push(&page)).contains(MESSAGE));
+    assert!(message_of(|| bag.push_revocable(&page)).contains(MESSAGE));
+    assert!(message_of(|| bag.handle().push_revocable(&page)).contains(MESSAGE));
     assert!(!page.0.is_in_bag());
     assert!(bag.pop().is_none());
 }

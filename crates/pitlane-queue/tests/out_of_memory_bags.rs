@@ -7,8 +7,6 @@
 #![cfg(not(pitlane_loom))]
 #![cfg(not(pitlane_alloc_global))]
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
 use pitlane_queue::bagpipe::Bagpipe;
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::stack::Stack;
@@ -49,12 +47,7 @@ fn push_until_refused<B: WeakBag<Item = Page>>(
 
 /// A push that must succeed panics with a message that names the cause.
 fn push_panics<B: WeakBag<Item = Page>>(bag: &B, item: Page) -> String {
-    let panic = catch_unwind(AssertUnwindSafe(|| bag.push(item))).expect_err("push panics");
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
+    pitlane_testkit::panics::message_of(|| bag.push(item))
 }
 
 /// Memory is back: pushes `count` more pages with `push`, which must all succeed.

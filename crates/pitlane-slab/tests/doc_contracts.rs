@@ -248,9 +248,6 @@ fn freelist_new_panics_as_documented() {
 /// `Freelist::full` calls `new`, so it panics for the same arguments: its docs say so.
 #[test]
 fn freelist_full_panics_as_new_does() {
-    let message = catch_unwind(|| Freelist::<24>::full(4, 0))
-        .err()
-        .and_then(|p| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .expect("a panic with a message");
+    let message = pitlane_testkit::panics::message_of(|| drop(Freelist::<24>::full(4, 0)));
     assert_eq!(message, "a freelist needs at least one shard");
 }

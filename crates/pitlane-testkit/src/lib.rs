@@ -10,6 +10,7 @@
 //! - [`drops`]: values that count their drops.
 //! - [`memory`]: the process's address space, and a limit on it (Linux).
 //! - [`pages`]: revocable pages for the revocation tests of the bags.
+//! - [`panics`]: the message of a panic.
 //! - [`scratch`]: scratch directories, removed on drop.
 //! - [`wakers`]: wakers that count their wake-ups and their live clones.
 //!
@@ -24,6 +25,7 @@ pub mod drops;
 pub mod memory;
 #[cfg(not(pitlane_loom))]
 pub mod pages;
+pub mod panics;
 pub mod scratch;
 
 #[cfg(unix)]

@@ -6,21 +6,12 @@
 #![cfg(not(pitlane_loom))]
 
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+use pitlane_testkit::panics::message_of;
 use pitlane_wait::queue::{MAX_STATE, Node};
 use pitlane_wait::{Notify, Semaphore, TryAcquireError, WaitQueue};
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("a panic");
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
 
 /// `new` and `const_new` accept `MAX_PERMITS` and panic past it; `add_permits` panics when
 /// what is left "exceeds MAX_PERMITS, or would make the free permits exceed it", and then
@@ -31,13 +22,13 @@ fn max_permits_bounds() {
     assert_eq!(Semaphore::new(max).available_permits(), max);
     assert_eq!(Semaphore::const_new(max).available_permits(), max);
     assert_eq!(
-        panic_message(|| {
+        message_of(|| {
             let _ = Semaphore::new(max + 1);
         }),
         format!("a semaphore may not have more than MAX_PERMITS permits ({max})")
     );
     assert!(
-        panic_message(|| {
+        message_of(|| {
             let _ = Semaphore::const_new(usize::MAX);
         })
         .starts_with("a semaphore may not have more than MAX_PERMITS permits")
@@ -46,14 +37,14 @@ fn max_permits_bounds() {
     let full = Semaphore::new(max);
     full.add_permits(0);
     assert_eq!(
-        panic_message(|| full.add_permits(1)),
+        message_of(|| full.add_permits(1)),
         format!("number of added permits (1) would overflow MAX_PERMITS ({max})")
     );
     assert_eq!(full.available_permits(), max);
 
     let empty = Semaphore::new(0);
     assert_eq!(
-        panic_message(|| empty.add_permits(usize::MAX)),
+        message_of(|| empty.add_permits(usize::MAX)),
         format!("cannot add more than MAX_PERMITS permits ({max})")
     );
     assert_eq!(empty.available_permits(), 0);
@@ -123,7 +114,7 @@ fn permit_split_and_merge() {
     assert_eq!(semaphore.available_permits(), 0);
     let foreign = other.try_acquire().unwrap();
     assert_eq!(
-        panic_message(|| permit.merge(foreign)),
+        message_of(|| permit.merge(foreign)),
         "merging permits from different semaphore instances"
     );
 }
@@ -149,25 +140,25 @@ fn wait_queue_state_bounds() {
     let queue: WaitQueue<()> = WaitQueue::new(MAX_STATE);
     assert_eq!(queue.state(), Some(MAX_STATE));
     assert_eq!(
-        panic_message(|| {
+        message_of(|| {
             let _ = WaitQueue::<()>::new(MAX_STATE + 1);
         }),
         "a wait queue's state is at most MAX_STATE"
     );
     assert_eq!(
-        panic_message(|| {
+        message_of(|| {
             let _ = queue.compare_exchange_state(MAX_STATE, MAX_STATE + 1);
         }),
         "a wait queue's state is at most MAX_STATE"
     );
     assert_eq!(
-        panic_message(|| {
+        message_of(|| {
             let _ = queue.compare_exchange_state(usize::MAX, 0);
         }),
         "a wait queue's state is at most MAX_STATE"
     );
     assert_eq!(
-        panic_message(|| {
+        message_of(|| {
             let _ = queue.fetch_update_state(|_| Some(usize::MAX));
         }),
         "a wait queue's state is at most MAX_STATE"

@@ -922,11 +922,7 @@ fn blocking_acquire_on_a_multi_thread_worker_panics_like_tokio() {
         }
     });
     let panic = result.unwrap_err().into_panic();
-    let message = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
+    let message = pitlane_testkit::panics::message(&*panic).unwrap_or_default();
     assert!(
         message.contains("Cannot block the current thread from within a runtime"),
         "{message}"
