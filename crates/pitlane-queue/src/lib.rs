@@ -14,10 +14,14 @@
 //!
 //! The default feature `std` brings in everything above. Without it the crate is `#![no_std]`
 //! and needs only `alloc`: [`spsc`] and the error types are there, the bags (which stand on
-//! an epoch collector and OS threads) are not. CI checks that it builds so with
-//! `cargo clippy -p pitlane-sync -p pitlane-queue --no-default-features`. (The tests cannot
-//! check it: a dev-dependency, pitlane-testkit, depends on this crate with its default
-//! features, so `cargo test --no-default-features` builds the crate with `std` all the same.)
+//! an epoch collector and OS threads) are not. The target needs pointer-sized atomic
+//! compare-and-swap (`target_has_atomic = "ptr"`, as `alloc::sync::Arc` does), not 64-bit
+//! atomics: CI builds it so for the host and for `thumbv7em-none-eabihf` (a Cortex-M4F, with
+//! no `std` and no `AtomicU64`) with `cargo clippy -p pitlane-sync -p pitlane-queue
+//! --no-default-features [--target thumbv7em-none-eabihf]`. Targets with only atomic loads and
+//! stores (`thumbv6m`) are not supported. (The tests cannot check the no_std build: a
+//! dev-dependency, pitlane-testkit, depends on this crate with its default features, so
+//! `cargo test --no-default-features` builds the crate with `std` all the same.)
 #![cfg_attr(not(any(feature = "std", pitlane_loom, test)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

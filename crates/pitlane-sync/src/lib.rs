@@ -10,6 +10,11 @@
 //!   implementations.
 //! - [`tagged`]: [`TaggedIndex`], an index and a generation packed in one `AtomicU64` (20 and
 //!   44 bits unless the type says otherwise), the word an ABA-safe freelist compares and swaps.
+//!
+//! Without the default `std` feature the crate is `no_std` (no `shim::sync`, no
+//! `shim::thread`). On targets without 64-bit atomics (`thumbv7em`, `riscv32imac`), the shim
+//! has no `AtomicU64`/`AtomicI64` and `TaggedIndex` is left out; the spin locks need atomic
+//! compare-and-swap.
 #![cfg_attr(not(any(feature = "std", pitlane_loom)), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -20,7 +25,9 @@ pub mod shim;
 pub mod spin;
 pub mod tagged;
 
-pub use tagged::{Tagged, TaggedIndex};
+pub use tagged::Tagged;
+#[cfg(any(pitlane_loom, target_has_atomic = "64"))]
+pub use tagged::TaggedIndex;
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
 // allocator.

@@ -22,9 +22,13 @@
 pub mod atomic {
     #[cfg(not(pitlane_loom))]
     pub use core::sync::atomic::{
-        AtomicBool, AtomicI32, AtomicI64, AtomicIsize, AtomicPtr, AtomicU8, AtomicU16, AtomicU32,
-        AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicI32, AtomicIsize, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicUsize,
+        Ordering, fence,
     };
+    // Targets without 64-bit atomics (32-bit microcontrollers such as `thumbv7em`,
+    // `riscv32imac`) have no `AtomicU64`; what needs one (`TaggedIndex`) is left out there.
+    #[cfg(all(not(pitlane_loom), target_has_atomic = "64"))]
+    pub use core::sync::atomic::{AtomicI64, AtomicU64};
     #[cfg(pitlane_loom)]
     pub use loom::sync::atomic::{
         AtomicBool, AtomicI32, AtomicI64, AtomicIsize, AtomicPtr, AtomicU8, AtomicU16, AtomicU32,

@@ -45,6 +45,7 @@
 //! assert!(head.compare_exchange(seen, 9, Ordering::AcqRel, Ordering::Acquire).is_err());
 //! ```
 
+#[cfg(any(pitlane_loom, target_has_atomic = "64"))]
 use crate::shim::atomic::{AtomicU64, Ordering};
 
 /// The index bits of a [`TaggedIndex`] unless its type says otherwise.
@@ -227,11 +228,15 @@ impl<const INDEX_BITS: u32> Tagged<INDEX_BITS> {
 /// let seen = head.load(Ordering::Relaxed);
 /// assert!(head.compare_exchange(seen, 1, Ordering::AcqRel, Ordering::Relaxed).is_ok());
 /// ```
+///
+/// Only on targets with 64-bit atomics (`target_has_atomic = "64"`).
+#[cfg(any(pitlane_loom, target_has_atomic = "64"))]
 #[derive(Debug)]
 pub struct TaggedIndex<const INDEX_BITS: u32 = DEFAULT_INDEX_BITS> {
     word: AtomicU64,
 }
 
+#[cfg(any(pitlane_loom, target_has_atomic = "64"))]
 impl<const INDEX_BITS: u32> TaggedIndex<INDEX_BITS> {
     /// Holds `index` at generation 0.
     ///

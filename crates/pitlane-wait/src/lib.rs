@@ -105,7 +105,9 @@
 //!
 //! Without `std` the crate is `no_std` (with `alloc` optional); its default lock is then
 //! pitlane-sync's test-and-test-and-set spin lock. Any `lock_api::RawMutex` can serve as the
-//! lock of a [`WaitQueue`].
+//! lock of a [`WaitQueue`]. The target needs atomic compare-and-swap, not 64-bit atomics: CI
+//! builds the `no_std` forms for `thumbv7em-none-eabihf` (no `std`, no `AtomicU64`) as well as
+//! for the host.
 //!
 //! Under `RUSTFLAGS="--cfg pitlane_loom"` the crate takes its atomics from loom (through
 //! pitlane-sync's shim) so that the tests in `tests/loom_*.rs` model-check this very code; the
