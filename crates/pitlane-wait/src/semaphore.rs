@@ -354,6 +354,10 @@ impl Semaphore {
     /// # Errors
     /// [`AcquireError`] if the semaphore is closed (or gets closed while this waits).
     ///
+    /// # Panics
+    /// When first polled, if `n` exceeds [`MAX_PERMITS`](Semaphore::MAX_PERMITS), with
+    /// tokio's message: possible only where `usize` is 32 bits.
+    ///
     /// # Cancel safety
     /// As [`acquire`](Semaphore::acquire): the permits taken so far go to the next waiters.
     ///
@@ -367,13 +371,14 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, AcquireError> {
-        match self.take_now(n as usize) {
+        let n = permit_count(n);
+        match self.take_now(n) {
             Some(now) => now?,
-            None => Acquire::new(self, n as usize).await?,
+            None => Acquire::new(self, n).await?,
         }
         let permit = SemaphorePermit {
             sem: self,
-            permits: n as usize,
+            permits: n,
         };
         #[cfg(all(feature = "tokio", not(pitlane_loom)))]
         coop::proceed(self).await?;
@@ -408,6 +413,10 @@ impl Semaphore {
     /// [`TryAcquireError::Closed`] if closed (checked first), else
     /// [`TryAcquireError::NoPermits`].
     ///
+    /// # Panics
+    /// If `n` exceeds [`MAX_PERMITS`](Semaphore::MAX_PERMITS), with tokio's message: possible
+    /// only where `usize` is 32 bits.
+    ///
     /// ```
     /// use pitlane_wait::{Semaphore, TryAcquireError};
     ///
@@ -417,10 +426,11 @@ impl Semaphore {
     /// ```
     #[inline]
     pub fn try_acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, TryAcquireError> {
-        self.try_take(n as usize)?;
+        let n = permit_count(n);
+        self.try_take(n)?;
         Ok(SemaphorePermit {
             sem: self,
-            permits: n as usize,
+            permits: n,
         })
     }
 
@@ -512,6 +522,9 @@ impl Semaphore {
     /// # Errors
     /// [`AcquireError`] if the semaphore is closed.
     ///
+    /// # Panics
+    /// As `acquire_many`.
+    ///
     /// ```
     /// use std::sync::Arc;
     /// # #[tokio::main(flavor = "current_thread")]
@@ -526,13 +539,14 @@ impl Semaphore {
         self: Arc<Self>,
         n: u32,
     ) -> Result<OwnedSemaphorePermit, AcquireError> {
-        match self.take_now(n as usize) {
+        let n = permit_count(n);
+        match self.take_now(n) {
             Some(now) => now?,
-            None => Acquire::new(&self, n as usize).await?,
+            None => Acquire::new(&self, n).await?,
         }
         let permit = OwnedSemaphorePermit {
             sem: self,
-            permits: n as usize,
+            permits: n,
         };
         #[cfg(all(feature = "tokio", not(pitlane_loom)))]
         coop::proceed(&permit.sem).await?;
@@ -564,6 +578,9 @@ impl Semaphore {
     /// # Errors
     /// As `try_acquire_many`.
     ///
+    /// # Panics
+    /// As `try_acquire_many`.
+    ///
     /// ```
     /// use std::sync::Arc;
     /// let semaphore = Arc::new(pitlane_wait::Semaphore::new(4));
@@ -575,10 +592,11 @@ impl Semaphore {
         self: Arc<Self>,
         n: u32,
     ) -> Result<OwnedSemaphorePermit, TryAcquireError> {
-        self.try_take(n as usize)?;
+        let n = permit_count(n);
+        self.try_take(n)?;
         Ok(OwnedSemaphorePermit {
             sem: self,
-            permits: n as usize,
+            permits: n,
         })
     }
 
@@ -663,7 +681,7 @@ impl Semaphore {
     /// [`AcquireError`] if the semaphore is closed.
     ///
     /// # Panics
-    /// As [`blocking_acquire`](Semaphore::blocking_acquire).
+    /// As [`blocking_acquire`](Semaphore::blocking_acquire), and as `acquire_many`.
     ///
     /// ```
     /// let semaphore = pitlane_wait::Semaphore::new(3);
@@ -701,7 +719,7 @@ impl Semaphore {
     /// [`AcquireError`] if the semaphore is closed.
     ///
     /// # Panics
-    /// As [`blocking_acquire`](Semaphore::blocking_acquire).
+    /// As [`blocking_acquire`](Semaphore::blocking_acquire), and as `acquire_many_owned`.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -725,6 +743,23 @@ impl fmt::Debug for Semaphore {
             .field("closed", &self.is_closed())
             .finish()
     }
+}
+
+/// A `u32` count of permits to take, as a `usize`.
+///
+/// # Panics
+/// With tokio's message if `n` exceeds [`MAX_PERMITS`](Semaphore::MAX_PERMITS), which only a
+/// target with a 32-bit `usize` allows (`MAX_PERMITS` is `usize::MAX >> 3`). tokio's acquires
+/// check first, so this comes before any other outcome, as there.
+#[inline]
+fn permit_count(n: u32) -> usize {
+    let n = n as usize;
+    assert!(
+        n <= Semaphore::MAX_PERMITS,
+        "a semaphore may not have more than MAX_PERMITS permits ({})",
+        Semaphore::MAX_PERMITS
+    );
+    n
 }
 
 /// `state` with `n` more permits, or `None` past `MAX_PERMITS`.
@@ -809,12 +844,8 @@ unsafe impl Sync for Acquire<'_> {}
 
 impl<'a> Acquire<'a> {
     fn new(sem: &'a Semaphore, n: usize) -> Self {
-        // Only reachable where `usize` is 32 bits (a `u32` count above `usize::MAX >> 3`).
-        assert!(
-            n <= Semaphore::MAX_PERMITS,
-            "a semaphore may not have more than MAX_PERMITS permits ({})",
-            Semaphore::MAX_PERMITS
-        );
+        // The caller checked `n` (`permit_count`): the node's counts stay below `MAX_PERMITS`.
+        debug_assert!(n <= Semaphore::MAX_PERMITS);
         Acquire {
             sem,
             phase: Phase::Init,

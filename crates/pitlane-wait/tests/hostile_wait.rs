@@ -726,6 +726,8 @@ fn a_forgotten_waiter_survives_its_notify_and_semaphore_being_moved() {
     assert!(moved.is_closed());
 }
 
+// Where `usize` is 64 bits, `u32::MAX` permits fit under `MAX_PERMITS`.
+#[cfg(target_pointer_width = "64")]
 #[test]
 fn acquire_many_u32_max_waits_and_gives_its_part_back_when_dropped() {
     let sem = Semaphore::new(5);
@@ -749,6 +751,47 @@ fn acquire_many_u32_max_waits_and_gives_its_part_back_when_dropped() {
     assert!(poll(big.as_mut(), &w).is_pending());
     drop(big);
     assert_eq!(sem.available_permits(), 7, "the partial permits came back");
+}
+
+// Where `usize` is 32 bits, `u32::MAX` exceeds `MAX_PERMITS` (`usize::MAX >> 3`): every
+// acquire of that many panics with tokio's message (its acquires check first: a closed
+// semaphore panics too), the async ones when first polled, and nothing is taken.
+#[cfg(target_pointer_width = "32")]
+#[test]
+fn acquires_beyond_max_permits_panic_as_tokios() {
+    use pitlane_testkit::panics::message_of;
+
+    let expected = format!(
+        "a semaphore may not have more than MAX_PERMITS permits ({})",
+        Semaphore::MAX_PERMITS
+    );
+    for closed in [false, true] {
+        let sem = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+        if closed {
+            sem.close();
+        }
+        let w = CountingWaker::new();
+        // Not polled: nothing happens.
+        drop(sem.acquire_many(u32::MAX));
+        let acquire = message_of(|| drop(poll(pin!(sem.acquire_many(u32::MAX)), &w)));
+        assert_eq!(acquire, expected);
+        let owned = message_of(|| drop(poll(pin!(sem.clone().acquire_many_owned(u32::MAX)), &w)));
+        assert_eq!(owned, expected);
+        assert_eq!(
+            message_of(|| drop(sem.try_acquire_many(u32::MAX))),
+            expected
+        );
+        assert_eq!(
+            message_of(|| drop(sem.clone().try_acquire_many_owned(u32::MAX))),
+            expected
+        );
+        assert_eq!(
+            message_of(|| drop(sem.blocking_acquire_many(u32::MAX))),
+            expected
+        );
+        assert_eq!(sem.available_permits(), Semaphore::MAX_PERMITS);
+        assert_eq!(sem.is_closed(), closed);
+    }
 }
 
 #[test]
