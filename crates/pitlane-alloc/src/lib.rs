@@ -102,9 +102,18 @@
 //!   to 8), `realloc` to and from size 0 included.
 //! - Pointer provenance is kept by construction (`map_addr`, no integer-to-pointer casts).
 //!
-//! Linux only (it maps memory with `mmap` and tracks threads with pthread keys).
+//! 64-bit Linux only (it maps memory with `mmap` and `mremap`, tracks threads with pthread
+//! keys, and lays out its metadata for 64-bit addresses); elsewhere it does not compile, with
+//! a message that says so.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+
+// Say so plainly rather than with a page of unresolved names from `libc`.
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+compile_error!(
+    "pitlane-alloc supports 64-bit Linux only: it stands on Linux's mmap, mremap and madvise \
+     and on 64-bit addresses (the `pitlane` facade leaves it out elsewhere)"
+);
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::{self, NonNull};

@@ -163,7 +163,7 @@ struct Thread {
     counts: Counts,
     cpu_first: i32,
     cpu_last: i32,
-    switches: (i64, i64),
+    switches: (libc::c_long, libc::c_long),
 }
 
 fn cpu() -> i32 {
@@ -172,7 +172,7 @@ fn cpu() -> i32 {
 }
 
 /// Involuntary context switches and minor page faults of the calling thread so far.
-fn switches() -> (i64, i64) {
+fn switches() -> (libc::c_long, libc::c_long) {
     // SAFETY: an all-zero `rusage` is a valid value (integers and timevals), which
     // `getrusage` overwrites.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

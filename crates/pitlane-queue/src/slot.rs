@@ -129,7 +129,8 @@ fn address_of(word: usize) -> usize {
 /// whose handle is at `handle` going into the slot at `slot`.
 #[inline]
 fn next_mark(word: usize, handle: usize, slot: usize) -> usize {
-    if (handle | slot) & !ADDRESS_MASK != 0 {
+    // No bits for a stamp (a 32-bit target), or an address that reaches into them.
+    if STAMP_BITS == 0 || (handle | slot).checked_shr(ADDRESS_BITS).unwrap_or(0) != 0 {
         return UNSTAMPED;
     }
     let stamp = match mark_of(word) {
@@ -385,6 +386,26 @@ pub(crate) unsafe fn revoke(handle: &TrackWord) -> bool {
         handle.forget(word);
     }
     revoked
+}
+
+/// Where `usize` is 32 bits there are no stamp bits: every tracked push is unstamped, as the
+/// module doc says (CI runs the crate's tests on `i686-unknown-linux-gnu`).
+#[cfg(all(test, not(pitlane_loom), target_pointer_width = "32"))]
+mod tests_32 {
+    use super::*;
+
+    #[test]
+    fn every_push_is_unstamped_and_decodes_whole() {
+        let (handle, slot) = (0x7f12_3450, 0xfff0_0008);
+        for word in [0, UNSTAMPED, slot | UNSTAMPED] {
+            let mark = next_mark(word, handle, slot);
+            assert_eq!(mark, UNSTAMPED);
+            assert_eq!(address_of(slot | mark), slot);
+            assert_eq!(address_of(handle | mark), handle);
+            assert_eq!(mark_of(slot | mark), UNSTAMPED);
+            assert!(is_tracked(handle | mark));
+        }
+    }
 }
 
 #[cfg(all(test, not(pitlane_loom), target_pointer_width = "64"))]

@@ -400,6 +400,12 @@ impl Builder {
     ///
     /// assert_eq!(Builder::new(0).build::<u8>().unwrap_err(), ChannelError::ZeroCapacity);
     /// assert!(matches!(
+    ///     Builder::new(usize::MAX).build::<u64>(),
+    ///     Err(ChannelError::CapacityOverflow)
+    /// ));
+    /// // 4 EiB: within the address space's size, beyond any machine's memory.
+    /// # #[cfg(target_pointer_width = "64")]
+    /// assert!(matches!(
     ///     Builder::new(1 << 58).build::<u64>(),
     ///     Err(ChannelError::OutOfMemory { .. })
     /// ));
@@ -2778,7 +2784,13 @@ mod tests {
             Builder::new(4).increment(0).build::<u8>().unwrap_err(),
             ChannelError::ZeroIncrement
         );
+        // More slots than the address space holds.
+        assert_eq!(
+            try_channel::<u64>(usize::MAX / 4).map(|_| ()).unwrap_err(),
+            ChannelError::CapacityOverflow
+        );
         // Fits the address space but not the machine: an error, not an abort.
+        #[cfg(target_pointer_width = "64")]
         match try_channel::<u64>(1 << 58) {
             Err(error @ ChannelError::OutOfMemory { capacity, bytes }) => {
                 assert_eq!((capacity, bytes), (1 << 58, 1 << 62));

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use pitlane_queue::bagpipe::{Bagpipe, BagpipeError, MAX_PIPES};
 use pitlane_queue::mpmc::Queue;
-use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
+use pitlane_queue::revoke::{Revocable, RevokeHandle};
 use pitlane_queue::spsc::{self, Builder, ChannelError, MAX_DEFAULT_BATCH};
 use pitlane_queue::stack::Stack;
 use pitlane_queue::{PopError, PushError};
@@ -17,7 +17,10 @@ use pitlane_testkit::panics::message_of;
 
 /// Cells per segment that no machine can allocate: the segment's skip bitmap alone is 2^49
 /// bytes (512 TiB, more than a 47-bit address space), so each push that needs a segment is
-/// refused by the allocator, without any limit set on the process.
+/// refused by the allocator, without any limit set on the process. (On a 32-bit target no
+/// segment type is both too large to allocate and small enough to compile: the tests that use
+/// it run on 64-bit targets only.)
+#[cfg(target_pointer_width = "64")]
 const HUGE: usize = 1 << 52;
 
 /// `default_batch`: `min(256, max(1, capacity / 4))`; `default_increment`:
@@ -147,7 +150,10 @@ fn spsc_error_texts_and_channel_panic() {
     );
     assert_eq!(
         message_of(|| drop(spsc::channel::<u8>(usize::MAX))),
-        "pitlane_queue::spsc::channel(18446744073709551615): the capacity is too large to allocate"
+        format!(
+            "pitlane_queue::spsc::channel({}): the capacity is too large to allocate",
+            usize::MAX
+        )
     );
 }
 
@@ -339,8 +345,11 @@ unsafe impl Revocable for &Page {
 /// `PushError::Full` and every push that must succeed panics, as `Queue::push`'s `# Panics`
 /// says. The other pushes (`push_mut`, `Handle::push`, `push_revocable` on the queue and on a
 /// Bagpipe of such queues) panic the same way, and their docs say so too.
+#[cfg(target_pointer_width = "64")]
 #[test]
 fn pushes_that_must_succeed_panic_when_the_bag_cannot_grow() {
+    use pitlane_queue::revoke::RevocableBag;
+
     const MESSAGE: &str = "could not be allocated";
     let mut queue: Queue<u8, HUGE> = Queue::with_segment_size();
     assert_eq!(queue.try_push(1), Err(PushError::Full(1)));

@@ -106,9 +106,15 @@ fn queue_refuses_and_recovers() {
     assert_eq!(popped, model);
 }
 
+/// 2^40 cells: 16 TiB of cells and 128 GiB of skip bits.
+#[cfg(target_pointer_width = "64")]
+const HUGE_SEGMENT: usize = 1 << 40;
+/// On a 32-bit target, 2^24 cells (128 MiB and more), beyond the 64 MiB of headroom left.
+#[cfg(not(target_pointer_width = "64"))]
+const HUGE_SEGMENT: usize = 1 << 24;
+
 fn a_segment_no_machine_can_allocate_is_an_error() {
-    // 2^40 cells: 16 TiB of cells and 128 GiB of skip bits.
-    let queue: Queue<u8, { 1 << 40 }> = Queue::with_segment_size();
+    let queue: Queue<u8, HUGE_SEGMENT> = Queue::with_segment_size();
     let refused = with_address_space_limit(64 << 20, || queue.try_push(7));
     assert_eq!(refused, Err(PushError::Full(7)));
     assert_eq!(queue.len(), 0);

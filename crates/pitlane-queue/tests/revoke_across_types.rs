@@ -52,8 +52,16 @@ fn page(number: usize) -> &'static Page {
 
 /// What a slot's state holds for the first tracked push of an item whose handle is at
 /// `handle`: its address with stamp 1 above bit 48 (see the `slot` module).
+#[cfg(target_pointer_width = "64")]
 fn first_tracked_state(handle: &RevokeHandle) -> usize {
     std::ptr::from_ref(handle).addr() | 1 << 48
+}
+
+/// On a 32-bit target there are no stamp bits: every tracked push writes the address with
+/// bit 0 set (an *unstamped* word, see the `slot` module).
+#[cfg(not(target_pointer_width = "64"))]
+fn first_tracked_state(handle: &RevokeHandle) -> usize {
+    std::ptr::from_ref(handle).addr() | 1
 }
 
 #[test]

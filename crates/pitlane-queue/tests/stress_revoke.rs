@@ -39,6 +39,12 @@ use pitlane_queue::stack::Stack;
 use pitlane_testkit::pages::Page;
 use pitlane_testkit::stress::{epoch_ready, run_threads};
 
+/// Whether tracked pushes carry stamps, without which a late revoker may erase the tracking
+/// of a copy pushed again meanwhile (the `revoke` module's residual risk): not where `usize`
+/// is 32 bits. There the checks of the handle's answer are left out, and the count of copies
+/// (each popped, revoked or left exactly once) still holds.
+const STAMPED: bool = cfg!(target_pointer_width = "64");
+
 /// How many threads can hold a seat at once (the crate's `seat::SEATS`).
 const SEATS: usize = 128;
 /// Cyclers, each with its own page and bag, and revokers; more than the two cores of the test
@@ -139,7 +145,7 @@ where
                 if let Some(popped) = bag.pop() {
                     assert!(std::ptr::eq(popped, page), "another cycler's page");
                     assert!(
-                        tracked,
+                        tracked || !STAMPED,
                         "round {round}: page {} popped, but its handle said it was in no bag \
                          (a late revoker erased the tracking of the copy pushed last)",
                         page.number
@@ -176,9 +182,8 @@ where
             copies[c].revoked.load(Ordering::Relaxed),
         );
         assert!(left <= 1, "page {c}: {left} copies left");
-        assert_eq!(
-            tracked,
-            left == 1,
+        assert!(
+            tracked == (left == 1) || !STAMPED,
             "page {c}: the handle says in the bag: {tracked}, with {left} copies left"
         );
         assert_eq!(

@@ -94,8 +94,21 @@
 //! assert!(slab.check().is_consistent());
 //! # Ok::<(), pitlane_slab::OpenError>(())
 //! ```
+//!
+//! # Platforms
+//!
+//! 64-bit Linux only (`memfd_create`, open-file-description locks, 64-bit offsets and
+//! atomics in the shared mapping); elsewhere the crate does not compile, with a message that
+//! says so, and the `pitlane` facade leaves its `slab` module out.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+
+// Say so plainly rather than with a page of unresolved names from `libc`.
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+compile_error!(
+    "pitlane-slab supports 64-bit Linux only: it stands on memfd_create, open-file-description \
+     locks and 64-bit atomics in a shared mapping (the `pitlane` facade leaves it out elsewhere)"
+);
 
 #[cfg(doctest)]
 mod auto_traits;

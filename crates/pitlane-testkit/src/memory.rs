@@ -73,7 +73,9 @@ pub fn with_address_space_limit<R>(headroom: u64, f: impl FnOnce() -> R) -> R {
     // SAFETY: reads this process's limit into a valid struct.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut old) }, 0);
     let tight = libc::rlimit {
-        rlim_cur: address_space() + headroom,
+        // `rlim_t` is 32 bits on some 32-bit targets: a limit beyond it is no limit.
+        rlim_cur: libc::rlim_t::try_from(address_space().saturating_add(headroom))
+            .unwrap_or(libc::RLIM_INFINITY),
         rlim_max: old.rlim_max,
     };
     let restore = Restore(old);

@@ -12,6 +12,11 @@
 //! | [`slab`] | `slab` | `pitlane-slab` | a lock-free slab of fixed-size objects, shared between processes through a file, crash-proof |
 //! | [`alloc`] | `alloc` | `pitlane-alloc` | a general-purpose allocator: `#[global_allocator]` on stable, `allocator_api2::Allocator`, owned heaps |
 //!
+//! `slab` and `alloc` are there on 64-bit Linux only; on other targets those two features add
+//! nothing, and the rest builds wherever `std` does (CI checks macOS, Windows and 32-bit
+//! Linux, and runs the queue, wait, sync and lincheck tests on 32-bit Linux). Without `std`,
+//! `pitlane-queue`'s SPSC queue, `pitlane-wait` and `pitlane-sync` build on their own.
+//!
 //! ```
 //! use pitlane::queue::mpmc::Queue;
 //! use pitlane::sync::spin::TasMutex;
@@ -65,7 +70,7 @@ pub use pitlane_sync as sync;
 /// slab.free(id)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[cfg(feature = "slab")]
+#[cfg(all(feature = "slab", target_os = "linux", target_pointer_width = "64"))]
 pub use pitlane_slab as slab;
 /// Waiting for async code: the intrusive waiter queue, and `Notify` and `Semaphore` with
 /// tokio's API (the `pitlane-wait` crate).
@@ -94,7 +99,7 @@ pub use pitlane_wait as wait;
 /// let b = Box::new_in([7u8; 100], &heap);
 /// assert_eq!((v[0], b[99]), (1, 7));
 /// ```
-#[cfg(feature = "alloc")]
+#[cfg(all(feature = "alloc", target_os = "linux", target_pointer_width = "64"))]
 pub use pitlane_alloc as alloc;
 
 /// The README's examples, compiled and run as doctests so that they cannot rot.
@@ -104,5 +109,9 @@ pub struct ReadmeDoctests;
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is the unit tests' global
 // allocator (with the `alloc` feature, the re-export above links it already).
-#[cfg(all(test, pitlane_alloc_global, not(feature = "alloc")))]
+#[cfg(all(
+    test,
+    pitlane_alloc_global,
+    not(all(feature = "alloc", target_os = "linux", target_pointer_width = "64"))
+))]
 extern crate pitlane_alloc;
