@@ -943,10 +943,12 @@ fn drain_delayed(heap: &HeapCore) {
 fn alloc_without_heap(class: usize) -> *mut u8 {
     // Without the key (the process had used up its `pthread` keys) no destructor would park
     // the heap: such a process's threads share the orphan heap.
-    if !EXITING.with(Cell::get)
-        && init()
-        && let Some(key) = key()
-    {
+    let key = if !EXITING.with(Cell::get) && init() {
+        key()
+    } else {
+        None
+    };
+    if let Some(key) = key {
         // A retry, should the first registration have failed (a relaxed load otherwise).
         install_fork_handlers();
         if let Some(heap) = acquire(Kind::Thread) {

@@ -270,9 +270,7 @@ impl Runs<'_> {
         loop {
             let cached = counters.large_cached.load(Ordering::Relaxed);
             let free = self.runs.iter().position(|r| r.base.is_null());
-            if let Some(slot) = free
-                && cached + run.len <= budget
-            {
+            if let Some(slot) = free.filter(|_| cached + run.len <= budget) {
                 self.runs[slot] = run;
                 counters.large_cached.fetch_add(run.len, Ordering::Relaxed);
                 return;

@@ -443,10 +443,10 @@ mod tests {
                         bag.push(n);
                         // (A pop may miss while others move pages between pipes: the
                         // Bagpipe's emptiness is not linearizable, so `None` is allowed.)
-                        if i % 3 == 0
-                            && let Some(back) = bag.pop()
-                        {
-                            bag.push(back);
+                        if i % 3 == 0 {
+                            if let Some(back) = bag.pop() {
+                                bag.push(back);
+                            }
                         }
                     }
                 });

@@ -324,11 +324,10 @@ fn check_result(
             return Err(what(format!("byte {i} of the kept {kept} bytes lost")));
         }
     }
-    if let Some(from) = call.zero_from()
-        && from < new.size()
-        && let Some(i) = first_non_zero(p, from, new.size())
-    {
-        return Err(what(format!("byte {i} is not zero")));
+    if let Some(from) = call.zero_from().filter(|&from| from < new.size()) {
+        if let Some(i) = first_non_zero(p, from, new.size()) {
+            return Err(what(format!("byte {i} is not zero")));
+        }
     }
     Ok(())
 }

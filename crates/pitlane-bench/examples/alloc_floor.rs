@@ -163,7 +163,7 @@ unsafe impl Allocator for Floor {
         Self::with_region(|region| {
             let offset = ptr.addr().get().wrapping_sub(region.base.get().addr());
             if Self::is_newest(region, ptr, old.size())
-                && ptr.addr().get() % new.align() == 0
+                && ptr.addr().get().is_multiple_of(new.align())
                 && offset + new.size() <= REGION
             {
                 region.top.set(offset + new.size());

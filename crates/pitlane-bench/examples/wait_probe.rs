@@ -377,7 +377,7 @@ fn suite_window<X: N>(tasks: usize, all: bool, workers: usize) {
                 break;
             }
             calls.set(calls.get() + 1);
-            if calls.get() % 4096 == 0 {
+            if calls.get().is_multiple_of(4096) {
                 assert!(Instant::now() < deadline, "stuck");
             }
         }

@@ -181,7 +181,7 @@ fn ping_pong_ns() -> f64 {
                 while ball.load(Ordering::Acquire) != value + 2 {
                     std::hint::spin_loop();
                     spins = spins.wrapping_add(1);
-                    if spins % 1024 == 0 && Instant::now() > deadline {
+                    if spins.is_multiple_of(1024) && Instant::now() > deadline {
                         break 'batches;
                     }
                 }

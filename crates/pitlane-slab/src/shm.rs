@@ -368,13 +368,13 @@ impl ShmSlab {
             },
             HeaderFault::Corrupt(what) => OpenError::Corrupt(what),
         })?;
-        if let Some(expected) = expected
-            && expected != geo.config
-        {
-            return Err(OpenError::ConfigMismatch {
-                expected,
-                found: geo.config,
-            });
+        if let Some(expected) = expected {
+            if expected != geo.config {
+                return Err(OpenError::ConfigMismatch {
+                    expected,
+                    found: geo.config,
+                });
+            }
         }
         if len < geo.len as u64 {
             return Err(OpenError::Truncated {
@@ -642,9 +642,7 @@ impl ShmSlab {
         if now != epoch {
             return Ok(false);
         }
-        if let Some((seen, held)) = cache[slot]
-            && seen == now
-        {
+        if let Some((_, held)) = cache[slot].filter(|&(seen, _)| seen == now) {
             return Ok(held);
         }
         // The epoch read before the query: if the lock is free now, that epoch's holder is

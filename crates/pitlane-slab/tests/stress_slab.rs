@@ -33,15 +33,15 @@ fn check_under_load(
         let stamp = t as u64 + 1;
         let mut held = Vec::with_capacity(hold);
         for n in 0..pairs {
-            if t == 0
-                && n % 1000 == 0
-                && let Some(r) = recoverer
-            {
+            if let Some(r) = recoverer.filter(|_| t == 0 && n % 1000 == 0) {
                 assert_eq!(r.recover().unwrap().reclaimed, 0);
             }
-            if held.len() < hold
-                && let Some(id) = slab.alloc()
-            {
+            let taken = if held.len() < hold {
+                slab.alloc()
+            } else {
+                None
+            };
+            if let Some(id) = taken {
                 let word = slab.atomic_u64(id, 0).unwrap();
                 assert_eq!(
                     word.swap(stamp, Ordering::Relaxed),

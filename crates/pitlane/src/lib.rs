@@ -13,8 +13,8 @@
 //! | [`alloc`] | `alloc` | `pitlane-alloc` | a general-purpose allocator: `#[global_allocator]` on stable, `allocator_api2::Allocator`, owned heaps |
 //!
 //! `slab` and `alloc` are there on 64-bit Linux only; on other targets those two features add
-//! nothing, and the rest builds wherever `std` does (CI checks macOS, Windows and 32-bit
-//! Linux, and runs the queue, wait, sync and lincheck tests on 32-bit Linux). Without `std`,
+//! nothing, and the rest builds wherever `std` does (CI type-checks it for macOS and Windows,
+//! and runs the queue, wait, sync and lincheck tests on 32-bit Linux). Without `std`,
 //! `pitlane-queue`'s SPSC queue, `pitlane-wait` and `pitlane-sync` build on their own.
 //!
 //! ```

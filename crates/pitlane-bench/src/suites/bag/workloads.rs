@@ -136,7 +136,7 @@ pub(super) fn pop_until_got(worker: &impl Worker) -> u64 {
             return got;
         }
         misses += 1;
-        if misses % SPINS_BEFORE_YIELD == 0 {
+        if misses.is_multiple_of(SPINS_BEFORE_YIELD) {
             thread::yield_now();
         }
     }
@@ -285,7 +285,7 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
     // A constant of the subject: without a limit, the checks below compile to nothing.
     let limited = S::HOLDS_AT_MOST.is_some();
     const {
-        assert!(Backlog::PUSHES_BETWEEN_LOOKS % ROUND as u64 == 0);
+        assert!(Backlog::PUSHES_BETWEEN_LOOKS.is_multiple_of(ROUND as u64));
     }
     let start = Barrier::new(producers + consumers + 1);
     let outcomes = thread::scope(|s| {
@@ -364,7 +364,7 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
                         }
                     }
                     misses += 1;
-                    if misses % SPINS_BEFORE_YIELD == 0 {
+                    if misses.is_multiple_of(SPINS_BEFORE_YIELD) {
                         thread::yield_now();
                     } else {
                         std::hint::spin_loop();

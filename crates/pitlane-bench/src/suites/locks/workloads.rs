@@ -34,15 +34,15 @@ impl<F: Freelist> PairSubject for Pool<F> {
             .list
             .alloc()
             .ok_or("freelist empty with objects to spare")?;
-        let what = format_args!("object {index}");
-        stamp_on(&self.objects[index as usize].words[0], tag, &what)?;
+        let word = &self.objects[index as usize].words[0];
+        stamp_on(word, tag, &format_args!("object {index}"))?;
         Ok(index)
     }
 
     #[inline]
     fn give_back(&self, index: u32, tag: u64) -> Result<(), String> {
-        let what = format_args!("object {index}");
-        stamp_off(&self.objects[index as usize].words[0], tag, &what)?;
+        let word = &self.objects[index as usize].words[0];
+        stamp_off(word, tag, &format_args!("object {index}"))?;
         self.list.free(index);
         Ok(())
     }

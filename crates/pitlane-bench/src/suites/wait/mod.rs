@@ -346,7 +346,7 @@ fn notify_run<N: NotifySubject>(
                 return Ok(());
             }
             calls = calls.wrapping_add(1);
-            if calls % DEADLINE_EVERY == 0 && Instant::now() > deadline {
+            if calls.is_multiple_of(DEADLINE_EVERY) && Instant::now() > deadline {
                 return Err(format!(
                     "{}: only {} of {WAKEUPS} wake-ups after {DEADLINE:?}",
                     N::NAME,
