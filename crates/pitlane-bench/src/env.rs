@@ -70,10 +70,12 @@ fn os_name() -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MachineState {
     /// Work done by two threads spinning on private data, divided by one thread's: near 2
-    /// with two real cores to ourselves, near 1 when the two threads share one.
+    /// with two real cores to ourselves, near 1 when the two threads share one; NaN when the
+    /// OS would not start the threads.
     pub parallel_speedup: f64,
     /// Median time for one cache line to go to the other thread and back (a ping-pong on one
-    /// atomic word), in nanoseconds; NaN when the probe finished no batch in its time.
+    /// atomic word), in nanoseconds; NaN when the probe finished no batch in its time (or the
+    /// OS would not start its second thread).
     pub round_trip_ns: f64,
 }
 
@@ -82,14 +84,11 @@ impl MachineState {
     /// threads, then a ping-pong between two threads.
     pub fn probe() -> Self {
         let mut ratios: Vec<f64> = (0..3)
-            .map(|_| {
-                let one = spin_work(1);
-                let two = spin_work(2);
-                if one > 0 {
-                    two as f64 / one as f64
-                } else {
-                    0.0
-                }
+            .map(|_| match (spin_work(1), spin_work(2)) {
+                (Some(one), Some(two)) if one > 0 => two as f64 / one as f64,
+                (Some(_), Some(_)) => 0.0,
+                // The OS would not start the threads.
+                _ => f64::NAN,
             })
             .collect();
         ratios.sort_by(f64::total_cmp);
@@ -101,7 +100,9 @@ impl MachineState {
 
     /// One line for a report.
     pub fn describe(&self) -> String {
-        let reading = if self.parallel_speedup >= 1.6 {
+        let reading = if !self.parallel_speedup.is_finite() {
+            "not measured: the OS would not start the threads"
+        } else if self.parallel_speedup >= 1.6 {
             "two cores"
         } else if self.parallel_speedup <= 1.3 {
             "about one core's worth of parallelism"
@@ -121,14 +122,15 @@ impl MachineState {
     }
 }
 
-/// Units of private work `threads` threads finish together in 100 ms.
-fn spin_work(threads: usize) -> u64 {
+/// Units of private work `threads` threads finish together in 100 ms; `None` if the OS would
+/// not start them all.
+fn spin_work(threads: usize) -> Option<u64> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
+            .map_while(|_| {
+                let spawned = std::thread::Builder::new().spawn_scoped(s, || {
                     let (mut x, mut units) = (1_u64, 0_u64);
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..1000 {
@@ -138,12 +140,17 @@ fn spin_work(threads: usize) -> u64 {
                     }
                     std::hint::black_box(x);
                     units
-                })
+                });
+                spawned.ok()
             })
             .collect();
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        if workers.len() == threads {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         stop.store(true, Ordering::Relaxed);
-        workers.into_iter().map(|w| w.join().unwrap_or(0)).sum()
+        let all_started = workers.len() == threads;
+        let units = workers.into_iter().map(|w| w.join().unwrap_or(0)).sum();
+        all_started.then_some(units)
     })
 }
 
@@ -161,7 +168,7 @@ fn ping_pong_ns() -> f64 {
     let ball = AtomicU64::new(0);
     let mut per_trip = std::thread::scope(|s| {
         let ball = &ball;
-        s.spawn(move || {
+        let echo = std::thread::Builder::new().spawn_scoped(s, move || {
             // The echo: turns every odd value into the next even one, until told to stop.
             loop {
                 match ball.load(Ordering::Acquire) {
@@ -171,8 +178,12 @@ fn ping_pong_ns() -> f64 {
                 }
             }
         });
-        let mut value = 0;
         let mut batches = Vec::with_capacity(MAX_BATCHES);
+        if echo.is_err() {
+            // No echo: no round trip can finish.
+            return batches;
+        }
+        let mut value = 0;
         'batches: for _ in 0..MAX_BATCHES {
             let start = Instant::now();
             for trip in 0..TRIPS {

@@ -9,6 +9,7 @@
 //!   its goals; [`suites::all`] lists them.
 //! - [`env`](mod@env): the machine and build a run happened on; [`busy`]: how busy the
 //!   machine was with other work while each workload ran.
+//! - [`start`]: a workload's threads started together, or an error if the OS refuses one.
 //!
 //! The `pitlane bench` command (crate `pitlane-cli`) is the front end:
 //! `pitlane bench [SUITE…] [--quick] [--rounds N] [--goals] [--threads LIST] [--subjects LIST]
@@ -21,6 +22,7 @@ pub mod env;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod start;
 pub mod stats;
 pub mod suites;
 

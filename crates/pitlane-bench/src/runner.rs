@@ -207,6 +207,14 @@ pub enum BenchError {
     },
     /// A subject returned the wrong number of metric values (a bug in the suite).
     Shape(String),
+    /// The OS would not start a workload's threads (see [`crate::start`]): nothing was wrong
+    /// with the subject, the machine could not run the case as asked.
+    NotStarted {
+        /// Suite, workload, params and subject.
+        at: String,
+        /// The OS's refusal.
+        why: String,
+    },
 }
 
 impl fmt::Display for BenchError {
@@ -214,6 +222,7 @@ impl fmt::Display for BenchError {
         match self {
             BenchError::Incorrect { at, why } => write!(f, "wrong result in {at}: {why}"),
             BenchError::Shape(s) => write!(f, "{s}"),
+            BenchError::NotStarted { at, why } => write!(f, "could not run {at}: {why}"),
         }
     }
 }
@@ -333,9 +342,13 @@ impl Bench {
                 };
                 self.progress
                     .set_message(format!("{label} {} ({phase})", subject.name));
-                let values = (subject.run)().map_err(|why| BenchError::Incorrect {
-                    at: format!("{label} {}", subject.name),
-                    why,
+                let values = (subject.run)().map_err(|why| {
+                    let at = format!("{label} {}", subject.name);
+                    if crate::start::is_refusal(&why) {
+                        BenchError::NotStarted { at, why }
+                    } else {
+                        BenchError::Incorrect { at, why }
+                    }
                 })?;
                 if values.len() != case.metrics.len() {
                     return Err(BenchError::Shape(format!(

@@ -188,3 +188,42 @@ fn goals_prints_only_the_goal_table_and_exits_zero() {
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
+
+/// A machine that will not start a workload's threads (`--threads 1000` under a tight
+/// `ulimit -v`) gets an error naming the case and the refusal, not a panic or an abort.
+/// `RUST_MIN_STACK` of 2^60 bytes makes every thread the bench starts ask for a stack no
+/// machine can map, so the OS refuses the very first; each suite that starts threads of its
+/// own (a tokio runtime's too, and a malloc child's) is tried, on one cheap subject.
+#[test]
+fn threads_the_os_refuses_are_an_error_naming_the_case() {
+    let out = std::env::temp_dir().join(format!("pitlane-cli-refused-{}", std::process::id()));
+    let out = out.to_str().expect("a UTF-8 temp dir");
+    for (suite, subjects) in [
+        ("bag", "SegQueue"),
+        ("locks", "std::sync::Mutex"),
+        ("spsc", "rtrb"),
+        ("alloc", "system"),
+        ("wait", "tokio"),
+        ("malloc", "glibc"),
+    ] {
+        let ran = std::process::Command::new(env!("CARGO_BIN_EXE_pitlane"))
+            .args(["bench", suite, "--quick", "--rounds", "1", "--threads", "2"])
+            .args(["--subjects", subjects, "--out", out])
+            .env("RUST_MIN_STACK", (1_u64 << 60).to_string())
+            .output()
+            .expect("run pitlane");
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        assert_eq!(ran.status.code(), Some(1), "{suite}: {stderr}");
+        let error = stderr
+            .lines()
+            .find(|line| line.starts_with("error: "))
+            .unwrap_or_else(|| panic!("{suite}: no error line in {stderr}"));
+        assert!(
+            error.contains(&format!("could not run {suite}/"))
+                && error.contains("could not start thread"),
+            "{suite}: {error}"
+        );
+        assert!(!stderr.contains("wrong result"), "{suite}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(out);
+}

@@ -207,6 +207,10 @@ fn run_child(workload: &str, ops: u64, library: Option<&Path>) -> RunResult {
         .output()
         .map_err(|e| format!("starting the {workload} child: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
+    if output.status.code() == Some(REFUSED_EXIT) {
+        // The child's one line, in `crate::start`'s words.
+        return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
+    }
     if !output.status.success() {
         return Err(format!(
             "the {workload} child failed ({}): {}",
@@ -243,6 +247,23 @@ fn child_figures(workload: &str, ops: u64, stdout: &str) -> RunResult {
         ));
     }
     Ok(vec![ns, rss])
+}
+
+/// A child's exit status when the OS would not start one of its threads.
+const REFUSED_EXIT: i32 = 3;
+
+/// Starts a thread of a child's workload; if the OS refuses, says so on stderr in
+/// [`crate::start`]'s words and ends the child with [`REFUSED_EXIT`], which the parent reports
+/// as a case that could not run rather than as a wrong result.
+fn spawn_or_exit<T: Send + 'static>(
+    body: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::Builder::new()
+        .spawn(body)
+        .unwrap_or_else(|refused| {
+            eprintln!("{} in a malloc child: {refused}", crate::start::REFUSAL);
+            std::process::exit(REFUSED_EXIT)
+        })
 }
 
 /// In a child started by this suite: runs its workload, prints `ns_per_op peak_rss_kib
@@ -435,7 +456,7 @@ fn thread_churn(rounds: u64) -> (u64, u64) {
         let threads: Vec<_> = (0..2)
             .map(|thread| {
                 let index = round * 2 + thread;
-                std::thread::spawn(move || {
+                spawn_or_exit(move || {
                     let mut kept = Vec::with_capacity(CHURN_BLOCKS / 2);
                     let mut sum = 0u64;
                     for (i, size) in churn_sizes(index).enumerate() {
@@ -481,7 +502,7 @@ const HANDOFF: usize = 256;
 
 fn xmalloc(ops: u64) -> (u64, u64) {
     let (to_freer, from_maker) = mpsc::sync_channel::<Vec<Handed>>(16);
-    let freer = std::thread::spawn(move || {
+    let freer = spawn_or_exit(move || {
         let mut sum = 0u64;
         for batch in from_maker {
             for Handed(block, _) in batch {
@@ -553,7 +574,7 @@ fn larson(ops: u64) -> (u64, u64) {
     let per_lane = ops / 2;
     let lanes: Vec<_> = (0..2u64)
         .map(|lane| {
-            std::thread::spawn(move || {
+            spawn_or_exit(move || {
                 let mut next = larson_steps(lane);
                 let mut slots: Vec<Handed> = (0..LARSON_SLOTS)
                     .map(|i| {
@@ -568,7 +589,7 @@ fn larson(ops: u64) -> (u64, u64) {
                 while done < per_lane {
                     let steps = LARSON_GENERATION.min(per_lane - done);
                     // A new thread of the lane takes over the blocks and the walk.
-                    let (part, back, walk) = std::thread::spawn(move || {
+                    let (part, back, walk) = spawn_or_exit(move || {
                         let mut slots = slots;
                         let part = larson_lane(&mut slots, &mut next, done, steps);
                         (part, slots, next)

@@ -2,13 +2,13 @@
 //! object, give it back" for a while, optionally timing each single take and give-back, and
 //! every object carries a stamp that catches two holders at once.
 
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
 use super::new_histogram;
+use crate::start::{StartLine, spawn_each};
 
 /// An allocator or pool under test, as the pair loop sees it.
 pub(crate) trait PairSubject: Sync {
@@ -117,25 +117,29 @@ pub(crate) fn run_threads<S: PairSubject>(
 ) -> Result<f64, String> {
     let timed = latency.is_some();
     let stop = AtomicBool::new(false);
-    let start = Barrier::new(threads + 1);
+    let start = StartLine::new(threads + 1);
     let outcomes: Vec<Result<Outcome, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (stop, start) = (&stop, &start);
-                scope.spawn(move || {
-                    start.wait();
-                    worker(s, t as u64 + 1, stop, timed)
-                })
-            })
-            .collect();
+        let bodies = (0..threads).map(|t| {
+            let (stop, start) = (&stop, &start);
+            move || {
+                start.wait();
+                worker(s, t as u64 + 1, stop, timed)
+            }
+        });
+        let handles = spawn_each(scope, threads, bodies, |_| {
+            stop.store(true, Ordering::Relaxed);
+            start.abandon();
+        })?;
         start.wait();
         std::thread::sleep(run_for);
         stop.store(true, Ordering::Relaxed);
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("worker panicked".into())))
-            .collect()
-    });
+        Ok::<_, String>(
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("worker panicked".into())))
+                .collect(),
+        )
+    })?;
     let (mut pairs, mut first, mut last) = (0, None::<Instant>, None::<Instant>);
     for o in outcomes {
         let o = o?;

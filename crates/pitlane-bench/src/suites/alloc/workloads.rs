@@ -17,13 +17,14 @@
 use std::alloc::Layout;
 use std::hint::black_box;
 use std::ptr::NonNull;
+use std::sync::Mutex;
 use std::sync::mpsc;
-use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use allocator_api2::vec::Vec as AVec;
 
 use super::subjects::AllocSubject;
+use crate::start::{StartLine, spawn_each};
 
 /// How much work one pass does; what each field means depends on the workload (see
 /// [`super::Kind`]).
@@ -88,19 +89,19 @@ fn timed_threads<R: Send>(
     threads: usize,
     work: impl Fn(usize) -> R + Sync,
 ) -> Result<(Duration, Vec<R>), String> {
-    let start = Barrier::new(threads);
+    let start = StartLine::new(threads);
     let outcomes: Vec<(Instant, Instant, R)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (start, work) = (&start, &work);
-                scope.spawn(move || {
-                    start.wait();
-                    let t0 = Instant::now();
-                    let r = work(t);
-                    (t0, Instant::now(), r)
-                })
-            })
-            .collect();
+        let bodies = (0..threads).map(|t| {
+            let (start, work) = (&start, &work);
+            move || {
+                start.wait();
+                let t0 = Instant::now();
+                let r = work(t);
+                (t0, Instant::now(), r)
+            }
+        });
+        // The threads started do their work and end (it is finite) once let go.
+        let handles = spawn_each(scope, threads, bodies, |_| start.abandon())?;
         handles
             .into_iter()
             .map(|h| h.join().map_err(|_| "a worker thread panicked".to_string()))

@@ -37,7 +37,6 @@
 //! producer's items in the order they were pushed.
 
 use std::collections::VecDeque;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -55,6 +54,7 @@ mod workloads;
 
 use crate::results::{Better, Goal, Metric, params};
 use crate::runner::{Bench, BenchError, Case, RunResult, Subject};
+use crate::start::{StartLine, spawn_each};
 use checks::*;
 use subjects::*;
 use workloads::*;

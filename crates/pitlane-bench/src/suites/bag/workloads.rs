@@ -92,14 +92,16 @@ pub(super) fn pairs_run<S: BagSubject>(
         }
     }
     let stop = AtomicBool::new(false);
-    let start = Barrier::new(threads + 1);
+    let start = StartLine::new(threads + 1);
     let results = thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let (bag, stop, start) = (&bag, &stop, &start);
-                s.spawn(move || pairs_worker(bag, t, threads + 1, stop, start, timed))
-            })
-            .collect();
+        let bodies = (0..threads).map(|t| {
+            let (bag, stop, start) = (&bag, &stop, &start);
+            move || pairs_worker(bag, t, threads + 1, stop, start, timed)
+        });
+        let workers = spawn_each(s, threads, bodies, |_| {
+            stop.store(true, Ordering::Relaxed);
+            start.abandon();
+        })?;
         start.wait();
         thread::sleep(run_for);
         stop.store(true, Ordering::Relaxed);
@@ -149,7 +151,7 @@ pub(super) fn pairs_worker<S: BagSubject>(
     id: usize,
     producers: usize,
     stop: &AtomicBool,
-    start: &Barrier,
+    start: &StartLine,
     timed: bool,
 ) -> Result<(Outcome, Option<Histogram<u64>>), String> {
     let worker = bag.worker();
@@ -287,13 +289,14 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
     const {
         assert!(Backlog::PUSHES_BETWEEN_LOOKS.is_multiple_of(ROUND as u64));
     }
-    let start = Barrier::new(producers + consumers + 1);
+    let start = StartLine::new(producers + consumers + 1);
     let outcomes = thread::scope(|s| {
-        let mut workers = Vec::new();
+        type Body<'a> = Box<dyn FnOnce() -> Result<Outcome, String> + Send + 'a>;
+        let mut bodies: Vec<Body<'_>> = Vec::with_capacity(producers + consumers);
         for p in 0..producers {
             let (bag, stop, start, producing) = (&bag, &stop, &start, &producing);
             let backlog_limit = &backlog_limit;
-            workers.push(s.spawn(move || {
+            bodies.push(Box::new(move || {
                 let leaving = Producing(producing);
                 let worker = bag.worker();
                 let mut pushed = Tally::default();
@@ -328,7 +331,7 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
         for _ in 0..consumers {
             let (bag, start, producing) = (&bag, &start, &producing);
             let (popped_while_producing, backlog_limit) = (&popped_while_producing, &backlog_limit);
-            workers.push(s.spawn(move || {
+            bodies.push(Box::new(move || {
                 let worker = bag.worker();
                 let mut order = OrderCheck::new(S::FIFO, producers);
                 let mut popped = Tally::default();
@@ -383,6 +386,12 @@ pub(super) fn run_producer_consumer<S: BagSubject>(threads: usize, run_for: Dura
                 })
             }));
         }
+        let workers = spawn_each(s, producers + consumers, bodies, |started| {
+            // Producers that never started never count themselves out.
+            producing.fetch_sub(producers.saturating_sub(started), Ordering::AcqRel);
+            stop.store(true, Ordering::Relaxed);
+            start.abandon();
+        })?;
         start.wait();
         thread::sleep(run_for);
         stop.store(true, Ordering::Relaxed);

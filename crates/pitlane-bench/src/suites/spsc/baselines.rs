@@ -429,20 +429,26 @@ pub struct Ticker {
 
 impl Ticker {
     /// Starts the auxiliary thread if `run`, else makes an idle ticker.
-    pub fn start(run: bool) -> Self {
+    ///
+    /// # Errors
+    /// The OS's refusal to start the thread, as [`crate::start::spawn_each`] words it.
+    pub fn start(run: bool) -> Result<Self, String> {
         let tick = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = run.then(|| {
-            let (tick, stop) = (Arc::clone(&tick), Arc::clone(&stop));
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(TICK_PERIOD);
-                    tick.fetch_add(1, Ordering::Relaxed);
-                }
-                tick.load(Ordering::Relaxed)
+        let thread = run
+            .then(|| {
+                let (tick, stop) = (Arc::clone(&tick), Arc::clone(&stop));
+                std::thread::Builder::new().spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(TICK_PERIOD);
+                        tick.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tick.load(Ordering::Relaxed)
+                })
             })
-        });
-        Self { tick, stop, thread }
+            .transpose()
+            .map_err(|refused| format!("could not start thread 1 of 1 (a ticker): {refused}"))?;
+        Ok(Self { tick, stop, thread })
     }
 
     /// The counter the producer watches.
@@ -465,7 +471,7 @@ mod tests {
     use super::*;
 
     fn fifo_on_one_thread<L: Lane>() {
-        let ticker = Ticker::start(false);
+        let ticker = Ticker::start(false).unwrap();
         let (mut tx, mut rx) = L::pair(8, 2, &ticker);
         let mut expected = 0;
         let mut next_value = 0;
@@ -500,7 +506,7 @@ mod tests {
     #[test]
     fn each_baseline_holds_exactly_its_capacity() {
         fn fill<L: Lane>() -> usize {
-            let ticker = Ticker::start(false);
+            let ticker = Ticker::start(false).unwrap();
             let (mut tx, _rx) = L::pair(16, 4, &ticker);
             (0..100).take_while(|&v| tx.try_push(v)).count()
         }
@@ -511,7 +517,7 @@ mod tests {
 
     #[test]
     fn plain_mcringbuffer_hides_a_partial_batch_and_sane_flushes_it() {
-        let ticker = Ticker::start(false);
+        let ticker = Ticker::start(false).unwrap();
         let (mut tx, mut rx) = McRingBuffer::<false>::pair(64, 8, &ticker);
         assert!(tx.try_push(1));
         tx.idle();
@@ -521,7 +527,7 @@ mod tests {
             "the partial batch is invisible: the deadlock"
         );
 
-        let ticker = Ticker::start(true);
+        let ticker = Ticker::start(true).unwrap();
         let (mut tx, mut rx) = McRingBuffer::<true>::pair(64, 8, &ticker);
         assert!(tx.try_push(1));
         let start = std::time::Instant::now();

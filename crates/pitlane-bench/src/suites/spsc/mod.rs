@@ -38,6 +38,7 @@ use self::baselines::{FastForward, Lamport, McRingBuffer, Ticker};
 use super::{Suite, Workload};
 use crate::results::{Better, Goal, Metric, params};
 use crate::runner::{Bench, BenchError, Case, RunResult, Subject};
+use crate::start::spawn_one;
 
 pub use subjects::*;
 use workloads::*;

@@ -229,14 +229,14 @@ pub(super) fn receive_in_order<R: Rx>(
 
 /// One producer, one consumer, `items` values; ns per item.
 pub(super) fn throughput<L: Lane>(capacity: usize, batch: usize, items: u64) -> RunResult {
-    let ticker = Ticker::start(L::NEEDS_TICKER);
+    let ticker = Ticker::start(L::NEEDS_TICKER)?;
     let (tx, rx) = L::pair(capacity, batch, &ticker);
     // Each end, and the flag the producer polls, on lines of its own (see `round_trip`).
     let (mut tx, mut rx) = (CachePadded::new(tx), CachePadded::new(rx));
     let start = Barrier::new(2);
     let done = CachePadded::new(AtomicBool::new(false));
     thread::scope(|s| {
-        let producer = s.spawn(|| {
+        let producer = spawn_one(s, || {
             let mut backoff = Backoff::new();
             start.wait();
             for value in 0..items {
@@ -245,7 +245,7 @@ pub(super) fn throughput<L: Lane>(capacity: usize, batch: usize, items: u64) -> 
                 }
             }
             idle_until(std::slice::from_mut(&mut *tx), L::NEEDS_TICKER, &done);
-        });
+        })?;
         start.wait();
         let mut clock = Segments::start(items);
         let received = receive_in_order(&mut *rx, items, &mut clock);
@@ -264,14 +264,14 @@ pub(super) fn multi_queue<L: Lane>(
     batch: usize,
     items: u64,
 ) -> RunResult {
-    let ticker = Ticker::start(L::NEEDS_TICKER);
+    let ticker = Ticker::start(L::NEEDS_TICKER)?;
     let (mut txs, mut rxs): (Vec<L::Tx>, Vec<L::Rx>) = (0..queues)
         .map(|_| L::pair(capacity, batch, &ticker))
         .unzip();
     let start = Barrier::new(2);
     let done = AtomicBool::new(false);
     thread::scope(|s| {
-        let producer = s.spawn(|| {
+        let producer = spawn_one(s, || {
             let mut backoff = Backoff::new();
             start.wait();
             let mut queue = 0;
@@ -285,7 +285,7 @@ pub(super) fn multi_queue<L: Lane>(
                 }
             }
             idle_until(&mut txs, L::NEEDS_TICKER, &done);
-        });
+        })?;
         start.wait();
         let mut clock = Segments::start(items);
         let received = poll_round_robin(&mut rxs, items, &mut clock);
@@ -340,7 +340,7 @@ pub(super) fn poll_round_robin<R: Rx>(
 
 /// Ping-pong: one thread sends `n` and waits for `n` back; ns per round trip, over `run_for`.
 pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Duration) -> RunResult {
-    let ticker = Ticker::start(L::NEEDS_TICKER);
+    let ticker = Ticker::start(L::NEEDS_TICKER)?;
     let (ping_tx, ping_rx) = L::pair(capacity, batch, &ticker);
     let (pong_tx, pong_rx) = L::pair(capacity, batch, &ticker);
     // Each end on lines of its own, and the flag the echo thread reads on every turn too: the
@@ -352,7 +352,7 @@ pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Durati
     let start = Barrier::new(2);
     let done = CachePadded::new(AtomicBool::new(false));
     thread::scope(|s| {
-        let echo = s.spawn(|| -> Result<(), String> {
+        let echo = spawn_one(s, || -> Result<(), String> {
             let mut backoff = Backoff::new();
             start.wait();
             while !done.load(Ordering::Relaxed) {
@@ -370,7 +370,7 @@ pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Durati
                 }
             }
             Ok(())
-        });
+        })?;
         start.wait();
         let began = Instant::now();
         let mut block_began = began;
@@ -418,7 +418,7 @@ pub(super) fn round_trip<L: Lane>(capacity: usize, batch: usize, run_for: Durati
 /// A producer pausing [`PAUSE`] between pushes of `0..items`; the p50 and p99 of the time from
 /// just before a push to just after the pop of the same value.
 pub(super) fn backtracking<L: Lane>(capacity: usize, batch: usize, items: u64) -> RunResult {
-    let ticker = Ticker::start(L::NEEDS_TICKER);
+    let ticker = Ticker::start(L::NEEDS_TICKER)?;
     let (tx, rx) = L::pair(capacity, batch, &ticker);
     // Each end, and the flag, on lines of its own (see `round_trip`).
     let (mut tx, mut rx) = (CachePadded::new(tx), CachePadded::new(rx));
@@ -427,7 +427,7 @@ pub(super) fn backtracking<L: Lane>(capacity: usize, batch: usize, items: u64) -
     let epoch = Instant::now();
     let nanos = move || epoch.elapsed().as_nanos() as u64;
     thread::scope(|s| {
-        let producer = s.spawn(|| {
+        let producer = spawn_one(s, || {
             let mut pushed_at = Vec::with_capacity(items as usize);
             let mut backoff = Backoff::new();
             start.wait();
@@ -444,7 +444,7 @@ pub(super) fn backtracking<L: Lane>(capacity: usize, batch: usize, items: u64) -
             }
             idle_until(std::slice::from_mut(&mut *tx), L::NEEDS_TICKER, &done);
             pushed_at
-        });
+        })?;
         start.wait();
         let mut popped_at = Vec::with_capacity(items as usize);
         let mut backoff = Backoff::new();

@@ -270,10 +270,22 @@ fn push_semaphores<'a>(case: &mut Case<'a>, run: impl Fn(Which) -> RunResult + C
 }
 
 fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
-        .build()
-        .map_err(|e| format!("cannot build a runtime: {e}"))
+    // tokio panics ("OS can't spawn worker thread") where the OS refuses a worker, rather
+    // than returning an error: made the refusal `crate::start` reports.
+    std::panic::catch_unwind(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKERS)
+            .build()
+    })
+    .map_err(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic");
+        format!("could not start thread (a tokio worker): {why}")
+    })?
+    .map_err(|e| format!("cannot build a runtime: {e}"))
 }
 
 /// Runs `iteration` untimed for a quarter of `run_for` (the fresh runtime's workers start,
