@@ -447,7 +447,7 @@ impl Ticker {
                 })
             })
             .transpose()
-            .map_err(|refused| format!("could not start thread 1 of 1 (a ticker): {refused}"))?;
+            .map_err(|refused| format!("{} 1 of 1 (a ticker): {refused}", crate::start::REFUSAL))?;
         Ok(Self { tick, stop, thread })
     }
 

@@ -278,12 +278,8 @@ fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
             .build()
     })
     .map_err(|panic| {
-        let why = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("a panic");
-        format!("could not start thread (a tokio worker): {why}")
+        let why = pitlane_testkit::panics::message(&*panic).unwrap_or("a panic");
+        format!("{} (a tokio worker): {why}", crate::start::REFUSAL)
     })?
     .map_err(|e| format!("cannot build a runtime: {e}"))
 }
