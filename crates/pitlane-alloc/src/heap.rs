@@ -41,8 +41,10 @@
 //! the heap's next holder, see `tidy`). Blocks of a
 //! parked heap can still be freed from anywhere (remote frees), and the periodic sweep (see
 //! `pool`) visits parked heaps to release the pages that became empty. Allocations made
-//! later in a thread's exit (by other destructors) and while the allocator initialises go to
-//! a shared *orphan* heap under a spin lock; frees made then (by the destructors of `pthread`
+//! later in a thread's exit (by other destructors) and while the allocator initialises (on
+//! any thread: one that finds another thread initialising does not wait for it) go to a
+//! shared *orphan* heap under a spin lock, whose blocks are all freed remotely and whose
+//! emptied pages the sweep releases too; frees made then (by the destructors of `pthread`
 //! keys created after ours, which run after it) are published at once, and freed large
 //! mappings go straight to the shared cache, since no flush is left to come.
 //! (`tests/late_thread_exit.rs`)
@@ -1214,7 +1216,17 @@ pub(crate) unsafe fn release_owned(heap: *mut HeapCore) {
     heap.held.store(false, Ordering::Release);
 }
 
-/// Visits the parked thread heaps and gives their empty pages to the pool (from a sweep).
+/// Visits the parked thread heaps and the orphan heap, and gives their empty pages to the pool
+/// (from a sweep).
+///
+/// The orphan heap's blocks are all freed remotely (no thread holds it as its own heap), and
+/// it allocates only when an exiting or initialising thread needs a block, so without this
+/// visit its pages would stay owned, counted in use, long after their blocks were freed: a
+/// thread that raced another's initialisation of the allocator took every block of its first
+/// moments from it (`tests/stress_handover.rs` saw 4 MB stay in use), and so does every
+/// allocation of a late key destructor (`tests/orphan_heap.rs`). The lock is only tried: a
+/// sweep can start inside an orphan allocation (a page released there), on the thread that
+/// holds it.
 pub(crate) fn reclaim_parked() {
     let mut at = REGISTRY.load(Ordering::Acquire);
     while !at.is_null() {
@@ -1231,6 +1243,9 @@ pub(crate) fn reclaim_parked() {
             heap.held.store(false, Ordering::Release);
         }
         at = heap.registry_next.load(Ordering::Acquire);
+    }
+    if let Some(_guard) = ORPHAN_LOCK.try_lock() {
+        tidy(&ORPHAN_HEAP);
     }
 }
 

@@ -36,6 +36,13 @@ impl SpinLock {
         Guard { lock: self }
     }
 
+    /// Takes the lock if it is free; `None` if another thread (or this one, further up the
+    /// stack) holds it.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<Guard<'_>> {
+        self.raw.try_lock().then_some(Guard { lock: self })
+    }
+
     #[cold]
     fn lock_contended(&self) {
         let mut spins = 0u32;

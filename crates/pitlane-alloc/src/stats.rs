@@ -46,7 +46,8 @@ impl Counters {
 /// than the one whose heap owns their page count as in use until that heap collects them (its
 /// next allocation that finds its current page empty), or until they leave their page with no
 /// block in use, which then goes back to the pool (at `collect()` on the heap's thread, its
-/// exit, or a sweep of an exited thread's heap).
+/// exit, or a sweep of an exited thread's heap or of the heap that serves threads in their
+/// exit).
 ///
 /// ```
 /// let stats = pitlane_alloc::stats();
