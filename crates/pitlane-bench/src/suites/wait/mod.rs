@@ -271,8 +271,9 @@ fn push_semaphores<'a>(case: &mut Case<'a>, run: impl Fn(Which) -> RunResult + C
 
 fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
     // tokio panics ("OS can't spawn worker thread") where the OS refuses a worker, rather
-    // than returning an error: made the refusal `crate::start` reports.
-    std::panic::catch_unwind(|| {
+    // than returning an error: made the refusal `crate::start` reports, without the panic's
+    // own report on stderr before it.
+    catch_quietly(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(WORKERS)
             .build()
@@ -282,6 +283,29 @@ fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
         format!("{} (a tokio worker): {why}", crate::start::REFUSAL)
     })?
     .map_err(|e| format!("cannot build a runtime: {e}"))
+}
+
+/// Runs `f`, catching a panic as `catch_unwind` does, and with the panic hook silent for
+/// panics of this thread meanwhile (those of other threads still reach the hook that was
+/// set), which is put back after.
+fn catch_quietly<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> std::thread::Result<R> {
+    let caller = std::thread::current().id();
+    let previous = std::sync::Arc::new(std::panic::take_hook());
+    let others = std::sync::Arc::clone(&previous);
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().id() != caller {
+            others(info);
+        }
+    }));
+    let result = std::panic::catch_unwind(f);
+    // Dropping this hook drops its handle on the previous one, which then has a single owner
+    // again (unless another thread took this hook meanwhile: then it forwards to it).
+    drop(std::panic::take_hook());
+    match std::sync::Arc::try_unwrap(previous) {
+        Ok(hook) => std::panic::set_hook(hook),
+        Err(shared) => std::panic::set_hook(Box::new(move |info| shared(info))),
+    }
+    result
 }
 
 /// Runs `iteration` untimed for a quarter of `run_for` (the fresh runtime's workers start,
