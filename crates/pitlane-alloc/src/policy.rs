@@ -186,9 +186,9 @@ fn env_number(name: &core::ffi::CStr) -> Option<u64> {
 
 /// Gives free memory back to the OS now: the calling thread's empty pages go to the pool,
 /// every free page is purged, every cached large mapping unmapped, and the heaps of exited
-/// threads (and the one shared by threads in their exit) are visited — whatever the delay. (Each other live thread keeps the few freed
-/// large mappings of its own stash, at most 16 of at most 1 MiB each and 4 MiB in all, until
-/// it calls `collect` or exits.)
+/// threads (and the one shared by threads in their exit) are visited — whatever the delay.
+/// (Each other live thread keeps the few freed large mappings of its own stash, at most 16 of
+/// at most 1 MiB each and 4 MiB in all, until it calls `collect` or exits.)
 ///
 /// ```
 /// pitlane_alloc::collect();

@@ -35,8 +35,8 @@
 //! A page that becomes empty goes to the *dirty* Bagpipe with the time it arrived. At most
 //! every half [`purge delay`](crate::PurgePolicy::delay_ms), a slow path (a page release, a
 //! large free) sweeps: the heaps of exited threads and the orphan heap (see `heap`) are
-//! visited and their empty pages released; then free memory older than the delay is given back until what is left free
-//! and mapped (dirty pages and cached large runs) is at most
+//! visited and their empty pages released; then free memory older than the delay is given
+//! back until what is left free and mapped (dirty pages and cached large runs) is at most
 //! [`retain_bytes`](crate::PurgePolicy::retain_bytes) — cached large runs first, oldest
 //! first (unmapped), then dirty pages (purged with `madvise(MADV_DONTNEED)`, their memory
 //! back to the OS at once, and moved to the *clean* Bagpipe); whatever is older than
