@@ -38,9 +38,18 @@ impl SpinLock {
 
     /// Takes the lock if it is free; `None` if another thread (or this one, further up the
     /// stack) holds it.
+    ///
+    /// The guard is made only once the lock is taken: a guard built for a failed attempt
+    /// (`bool::then_some(Guard { .. })`, which builds its argument either way) would be
+    /// dropped at once and release the lock its holder still holds. That was how a sweep
+    /// came to tidy the orphan heap while an orphan allocation was in it (`stress_purge`).
     #[inline]
     pub(crate) fn try_lock(&self) -> Option<Guard<'_>> {
-        self.raw.try_lock().then_some(Guard { lock: self })
+        if self.raw.try_lock() {
+            Some(Guard { lock: self })
+        } else {
+            None
+        }
     }
 
     #[cold]
@@ -77,5 +86,44 @@ impl Drop for Guard<'_> {
     fn drop(&mut self) {
         // SAFETY: the guard exists only while its thread holds the lock.
         unsafe { self.lock.raw.unlock() };
+    }
+}
+
+#[cfg(all(test, not(pitlane_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_try_lock_leaves_the_lock_held() {
+        let lock = SpinLock::new();
+        let held = lock.lock();
+        assert!(lock.try_lock().is_none());
+        // Had the failed attempt released the lock, this one would take it.
+        assert!(lock.try_lock().is_none());
+        assert!(lock.raw.is_locked());
+        drop(held);
+        assert!(!lock.raw.is_locked());
+        let again = lock.try_lock();
+        assert!(again.is_some());
+        assert!(lock.try_lock().is_none());
+        assert!(lock.raw.is_locked());
+        drop(again);
+        assert!(!lock.raw.is_locked());
+    }
+
+    #[test]
+    fn a_failed_try_lock_from_another_thread_leaves_the_lock_held() {
+        let lock = SpinLock::new();
+        let held = lock.lock();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    assert!(lock.try_lock().is_none());
+                }
+            });
+        });
+        assert!(lock.raw.is_locked());
+        drop(held);
+        assert!(!lock.raw.is_locked());
     }
 }
