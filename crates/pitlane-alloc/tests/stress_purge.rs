@@ -26,7 +26,7 @@ impl Drop for CountOnDrop<'_> {
 fn size_of_block(seed: u64) -> usize {
     match seed % 32 {
         0 => 17_000 + (seed as usize % 200_000),
-        _ => 16 + (seed as usize % 4000),
+        _ => 24 + (seed as usize % 4000),
     }
 }
 
@@ -41,29 +41,34 @@ fn make(seed: u64) -> *mut u8 {
         .unwrap()
         .cast::<u8>()
         .as_ptr();
-    // SAFETY: a fresh block of `size >= 16` bytes, 8-aligned.
+    // SAFETY: a fresh block of `size >= 24` bytes, 8-aligned: the first word, the last eight
+    // bytes (unaligned) and the middle byte, which lies between them (`size / 2 < size - 8`).
     unsafe {
         p.cast::<u64>().write(seed);
-        p.add(size - 1).write(seed as u8 ^ 0xA5);
+        p.add(size - 8).cast::<u64>().write_unaligned(!seed);
         p.add(size / 2).write(seed as u8 ^ 0x3C);
     }
     p
 }
 
 fn check_and_free(p: *mut u8) {
-    // SAFETY: a block made by `make`, live until freed here.
+    // SAFETY: a block made by `make`, live until freed here. Its size comes from its first
+    // word; should that word have changed (the failure this test looks for), the size is
+    // wrong too and the reads may go past the block, even fault: the test fails either way.
     unsafe {
         let seed = p.cast::<u64>().read();
         let size = size_of_block(seed);
+        let last = p.add(size - 8).cast::<u64>().read_unaligned();
         assert_eq!(
-            p.add(size - 1).read(),
-            seed as u8 ^ 0xA5,
-            "a block of {size} changed"
+            last, !seed,
+            "a live block at {p:p} changed: its first word reads {seed:#x}, its last word \
+             (for the size that seed gives, {size} bytes) {last:#x}, not {:#x}",
+            !seed
         );
         assert_eq!(
             p.add(size / 2).read(),
             seed as u8 ^ 0x3C,
-            "a block of {size} changed"
+            "a live block of {size} bytes at {p:p} changed in its middle"
         );
         PitlaneAlloc::new().deallocate(NonNull::new(p).unwrap(), layout(size));
     }
