@@ -188,7 +188,9 @@ fn env_number(name: &core::ffi::CStr) -> Option<u64> {
 /// every free page is purged, every cached large mapping unmapped, and the heaps of exited
 /// threads (and the one shared by threads in their exit) are visited — whatever the delay.
 /// (Each other live thread keeps the few freed large mappings of its own stash, at most 16 of
-/// at most 1 MiB each and 4 MiB in all, until it calls `collect` or exits.)
+/// at most 1 MiB each and 4 MiB in all, until it calls `collect` or exits.) If another thread
+/// is sweeping meanwhile (the purge policy's pass, from one of its slow paths), `collect`
+/// waits for that sweep to end and then sweeps.
 ///
 /// ```
 /// pitlane_alloc::collect();

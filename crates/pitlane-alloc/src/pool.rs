@@ -261,11 +261,23 @@ pub(crate) fn maybe_sweep(now: u64) {
 }
 
 /// One sweep (see the module documentation); `force` gives back everything, whatever the
-/// delay and the budget. Returns without sweeping if another thread is sweeping.
+/// delay and the budget. Returns without sweeping if another thread is sweeping, unless
+/// `force`: then it waits for that sweep to end and sweeps after it.
+///
+/// A forced sweep is [`collect`](crate::collect)'s, which promises every free page purged and
+/// every cached large mapping unmapped when it returns. Had it returned beside another
+/// thread's ordinary sweep (due on any slow path, and keeping young memory), `collect` would
+/// have given back nothing (`tests/collect_beside_sweeps.rs`: a freed 2 MiB mapping still
+/// cached after `collect()`, in about one run of four beside two busy loops). Waiting cannot
+/// deadlock: `collect` is called from outside the allocator, so the thread holds no lock of
+/// it and is not the sweeping one, and a sweep takes no lock it could hold.
 #[cold]
 pub(crate) fn sweep_now(now: u64, force: bool) {
     if SWEEPING.swap(true, Ordering::Acquire) {
-        return;
+        if !force {
+            return;
+        }
+        wait_for_sweep();
     }
     let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
     NEXT_SWEEP.store(now + (delay / 2).max(1), Ordering::Relaxed);
@@ -286,6 +298,21 @@ pub(crate) fn sweep_now(now: u64, force: bool) {
         purge_dirty(pool, &ages, &mut excess);
     }
     SWEEPING.store(false, Ordering::Release);
+}
+
+/// Takes the sweep from the thread that is sweeping once it ends (for a forced sweep).
+#[cold]
+fn wait_for_sweep() {
+    let mut spins = 0u32;
+    while SWEEPING.load(Ordering::Relaxed) || SWEEPING.swap(true, Ordering::Acquire) {
+        if spins < 64 {
+            core::hint::spin_loop();
+            spins += 1;
+        } else {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+    }
 }
 
 /// The ages that decide what a sweep gives back (see [`crate::PurgePolicy`]).
