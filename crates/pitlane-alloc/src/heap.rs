@@ -1224,10 +1224,14 @@ pub(crate) unsafe fn release_owned(heap: *mut HeapCore) {
 /// visit its pages would stay owned, counted in use, long after their blocks were freed: a
 /// thread that raced another's initialisation of the allocator took every block of its first
 /// moments from it (`tests/stress_handover.rs` saw 4 MB stay in use), and so does every
-/// allocation of a late key destructor (`tests/orphan_heap.rs`). The lock is only tried: a
-/// sweep can start inside an orphan allocation (a page released there), on the thread that
-/// holds it.
-pub(crate) fn reclaim_parked() {
+/// allocation of a late key destructor (`tests/orphan_heap.rs`). An ordinary sweep only tries
+/// the orphan heap's lock: it can start inside an orphan allocation (a page released there),
+/// on the thread that holds it. A forced sweep ([`collect`](crate::collect)) waits for it:
+/// `collect` is called from outside the allocator, so its thread never holds that lock, and
+/// an orphan allocation waits for nothing a sweep holds (its own sweep returns at once while
+/// another thread sweeps). Had `collect` only tried it, a `collect` beside an orphan
+/// allocation in progress would have left the orphan heap's empty pages owned.
+pub(crate) fn reclaim_parked(force: bool) {
     let mut at = REGISTRY.load(Ordering::Acquire);
     while !at.is_null() {
         // SAFETY: registry heaps are never freed.
@@ -1244,7 +1248,12 @@ pub(crate) fn reclaim_parked() {
         }
         at = heap.registry_next.load(Ordering::Acquire);
     }
-    if let Some(_guard) = ORPHAN_LOCK.try_lock() {
+    let guard = if force {
+        Some(ORPHAN_LOCK.lock())
+    } else {
+        ORPHAN_LOCK.try_lock()
+    };
+    if let Some(_guard) = guard {
         tidy(&ORPHAN_HEAP);
     }
 }
@@ -1291,6 +1300,33 @@ pub(crate) fn tidy_mine() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A forced sweep (`collect`) visits the orphan heap even while an orphan allocation holds
+    /// its lock: it waits for the lock rather than skip the heap. The holder marks the
+    /// moment it lets go; the sweep must not return before it. (With the lock only tried, the
+    /// sweep returned at once, long before the holder's 200 ms were up.)
+    #[test]
+    fn a_forced_sweep_waits_for_the_orphan_heap_lock() {
+        use std::sync::Barrier;
+        use std::sync::atomic::AtomicBool;
+        let released = AtomicBool::new(false);
+        let held = Barrier::new(2);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let guard = ORPHAN_LOCK.lock();
+                held.wait();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                released.store(true, Ordering::Release);
+                drop(guard);
+            });
+            held.wait();
+            crate::pool::sweep_now(crate::os::now_ms(), true);
+            assert!(
+                released.load(Ordering::Acquire),
+                "the forced sweep returned while the orphan heap's lock was held"
+            );
+        });
+    }
 
     #[test]
     fn the_thread_local_heap_slot_starts_empty_and_keeps_what_each_thread_sets() {

@@ -190,7 +190,8 @@ fn env_number(name: &core::ffi::CStr) -> Option<u64> {
 /// (Each other live thread keeps the few freed large mappings of its own stash, at most 16 of
 /// at most 1 MiB each and 4 MiB in all, until it calls `collect` or exits.) If another thread
 /// is sweeping meanwhile (the purge policy's pass, from one of its slow paths), `collect`
-/// waits for that sweep to end and then sweeps.
+/// waits for that sweep to end and then sweeps; likewise it waits for an allocation from the
+/// heap shared by exiting threads, if one is in progress, before it visits that heap.
 ///
 /// ```
 /// pitlane_alloc::collect();

@@ -281,7 +281,7 @@ pub(crate) fn sweep_now(now: u64, force: bool) {
     }
     let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
     NEXT_SWEEP.store(now + (delay / 2).max(1), Ordering::Relaxed);
-    crate::heap::reclaim_parked();
+    crate::heap::reclaim_parked(force);
     let ages = Ages {
         now,
         delay,
