@@ -49,7 +49,9 @@
 //! `protocol` module's docs. [`ShmSlab::recover`] resolves the records of dead slots;
 //! a handle attaching to a slot first resolves what the slot's previous holder left there.
 //! Recoveries run one at a time: an open-file-description lock on byte `LOCK_BASE +
-//! MAX_ATTACHED` (waited for), plus a mutex for the threads sharing one handle.
+//! MAX_ATTACHED` (waited for), plus a mutex for the threads sharing one handle. An attaching
+//! handle takes that lock too, after its slot's lock and before its first operation, so that
+//! a recovery which found the slot free never sees the new holder's intent records.
 
 use std::fs::File;
 use std::io;
@@ -741,7 +743,14 @@ impl ShmSlab {
     }
 
     /// Resolves what the previous holder of this handle's slot left in its lanes.
+    ///
+    /// Takes the recovery lock even when there is nothing to resolve: a recovery running now
+    /// may have found this slot free before this handle took it, and then reads the slot's
+    /// lanes as a dead holder's (and ignores them as live ones). It must end before this
+    /// handle announces anything there, or it would resolve a live operation as a dead one:
+    /// list an object that a live free is about to list too, or take one from a live alloc.
     fn resolve_own_lanes(&self) -> Result<(), SlabError> {
+        let _file = RecoveryLock::take(&self.file)?;
         let lanes = self.slot * LANES..(self.slot + 1) * LANES;
         if lanes
             .clone()
@@ -749,7 +758,6 @@ impl ShmSlab {
         {
             return Ok(());
         }
-        let _file = RecoveryLock::take(&self.file)?;
         let dead: Vec<DeadLane> = lanes
             .map(|lane| {
                 let mut d = DeadLane::read(&self.slab, lane);
