@@ -290,6 +290,10 @@ impl ShmSlab {
     /// Opens the slab in `path` (a symbolic link is not followed) after checking that its
     /// header is whole and describes exactly `expected`.
     ///
+    /// The new handle takes a free attachment slot and resolves what that slot's previous
+    /// holder left in flight; if another handle is running [`ShmSlab::recover`] meanwhile, it
+    /// waits for that recovery to end first (every way of attaching does).
+    ///
     /// # Errors
     /// [`OpenError::NotASlab`], [`OpenError::VersionMismatch`], [`OpenError::ConfigMismatch`],
     /// [`OpenError::Truncated`], [`OpenError::Corrupt`], [`OpenError::TooManyAttached`] or
