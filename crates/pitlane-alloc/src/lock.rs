@@ -4,7 +4,7 @@
 use pitlane_sync::spin::RawTtas;
 
 /// A spin lock for the rare paths: mapping segments, the large-block cache, the heap
-/// registry, the heap of exiting threads. `const`, allocation-free, and taken around `fork`.
+/// registry, the heap of exiting threads, one sweep at a time. `const`, allocation-free, and taken around `fork`.
 ///
 /// Each lock has two cache lines to itself (the adjacent-line prefetcher moves lines in
 /// pairs): the locks are statics, and the linker would otherwise place them beside other
@@ -69,6 +69,20 @@ impl SpinLock {
     /// Takes the lock without a guard (for `fork`'s prepare handler).
     pub(crate) fn lock_raw(&self) {
         core::mem::forget(self.lock());
+    }
+
+    /// In a child after `fork`: releases the lock if a thread of the parent held it (that
+    /// thread is not in the child, so nobody would ever release it).
+    ///
+    /// # Safety
+    /// Called in the child after `fork`, on the thread that forked, which does not hold the
+    /// lock, before the child's code can take it.
+    pub(crate) unsafe fn release_in_child(&self) {
+        if self.raw.is_locked() {
+            // SAFETY: the holder was a thread of the parent, gone in the child; the caller
+            // guarantees nobody in the child holds it.
+            unsafe { self.raw.unlock() };
+        }
     }
 
     /// Releases a lock taken by [`lock_raw`](Self::lock_raw).

@@ -45,12 +45,13 @@
 //! [`collect`](crate::collect) sweeps at once and gives everything back.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use pitlane_queue::bagpipe::Bagpipe;
 use pitlane_queue::{PopError, PushError, WeakBag};
 use pitlane_sync::{Tagged, TaggedIndex};
 
+use crate::lock::SpinLock;
 use crate::os;
 use crate::segment::{self, PAGE_SIZE, Page};
 use crate::stats::Counters;
@@ -238,8 +239,8 @@ pub(crate) static RETAIN_BYTES: AtomicUsize =
 pub(crate) static RETAIN_MS: AtomicU64 = AtomicU64::new(crate::PurgePolicy::DEFAULT_RETAIN_MS);
 /// When the next sweep is due.
 static NEXT_SWEEP: AtomicU64 = AtomicU64::new(0);
-/// Set while a thread sweeps: one sweep at a time.
-static SWEEPING: AtomicBool = AtomicBool::new(false);
+/// Held while a thread sweeps: one sweep at a time.
+static SWEEP_LOCK: SpinLock = SpinLock::new();
 
 /// After `fork`, in the child: a sweep that another thread of the parent was making is cut
 /// short (that thread is not in the child), so the flag it set would stay set and no sweep
@@ -248,7 +249,9 @@ static SWEEPING: AtomicBool = AtomicBool::new(false);
 /// taken from the dirty pool and runs it had taken from the large cache (under the cache's
 /// lock, which `fork` waits for) are leaked.
 pub(crate) fn after_fork_child() {
-    SWEEPING.store(false, Ordering::Relaxed);
+    // SAFETY: the fork handler of the child, on the forking thread, which was not sweeping
+    // (a sweep does not fork), before the child's code runs.
+    unsafe { SWEEP_LOCK.release_in_child() };
 }
 
 /// Sweeps if one is due and no other thread is sweeping.
@@ -269,16 +272,18 @@ pub(crate) fn maybe_sweep(now: u64) {
 /// thread's ordinary sweep (due on any slow path, and keeping young memory), `collect` would
 /// have given back nothing (`tests/collect_beside_sweeps.rs`: a freed 2 MiB mapping still
 /// cached after `collect()`, in about one run of four beside two busy loops). Waiting cannot
-/// deadlock: `collect` is called from outside the allocator, so the thread holds no lock of
-/// it and is not the sweeping one, and a sweep takes no lock it could hold.
+/// deadlock: `collect` is called from outside the allocator, so its thread holds no lock of
+/// it and is not the sweeping one.
 #[cold]
 pub(crate) fn sweep_now(now: u64, force: bool) {
-    if SWEEPING.swap(true, Ordering::Acquire) {
-        if !force {
+    let _sweeping = if force {
+        SWEEP_LOCK.lock()
+    } else {
+        let Some(guard) = SWEEP_LOCK.try_lock() else {
             return;
-        }
-        wait_for_sweep();
-    }
+        };
+        guard
+    };
     let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
     NEXT_SWEEP.store(now + (delay / 2).max(1), Ordering::Relaxed);
     crate::heap::reclaim_parked(force);
@@ -296,22 +301,6 @@ pub(crate) fn sweep_now(now: u64, force: bool) {
     crate::large::sweep(&ages, &mut excess);
     if let Some(pool) = pool() {
         purge_dirty(pool, &ages, &mut excess);
-    }
-    SWEEPING.store(false, Ordering::Release);
-}
-
-/// Takes the sweep from the thread that is sweeping once it ends (for a forced sweep).
-#[cold]
-fn wait_for_sweep() {
-    let mut spins = 0u32;
-    while SWEEPING.load(Ordering::Relaxed) || SWEEPING.swap(true, Ordering::Acquire) {
-        if spins < 64 {
-            core::hint::spin_loop();
-            spins += 1;
-        } else {
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
-        }
     }
 }
 
