@@ -243,7 +243,7 @@ static NEXT_SWEEP: AtomicU64 = AtomicU64::new(0);
 static SWEEP_LOCK: SpinLock = SpinLock::new();
 
 /// After `fork`, in the child: a sweep that another thread of the parent was making is cut
-/// short (that thread is not in the child), so the flag it set would stay set and no sweep
+/// short (that thread is not in the child), so the lock it took would stay held and no sweep
 /// would ever run in the child. What the cut sweep held is lost to the child, not
 /// inconsistent: a parked heap it was tidying stays held (never adopted), pages it had
 /// taken from the dirty pool and runs it had taken from the large cache (under the cache's
