@@ -511,13 +511,14 @@ impl DeadLane {
 }
 
 /// What a recovery pass did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Resolved {
     /// Objects put back on a freelist.
     pub(crate) reclaimed: u32,
     /// Dead intents left in place because a live lane still named their object after
-    /// waiting (a descheduled thread, or a scribbled record): a later recovery looks again.
-    pub(crate) deferred: u32,
+    /// waiting (a descheduled thread, or a scribbled record), as indices into the `dead` lanes
+    /// passed to [`resolve`]: a later recovery looks again.
+    pub(crate) kept: Vec<usize>,
 }
 
 /// Whether a lane not in `skip` (a live holder's) names object `h` now. Conservative: a
@@ -673,7 +674,7 @@ pub(crate) fn resolve<W: Words>(
             }
             if !wait_unnamed(w, &skip, h) {
                 keep.insert(*k);
-                done.deferred += 1;
+                done.kept.push(*k);
                 continue;
             }
             let st = w.state(h).load(Ordering::Acquire);
@@ -709,7 +710,7 @@ pub(crate) fn resolve<W: Words>(
             continue;
         }
         if !wait_unnamed(w, &skip, h) {
-            done.deferred += 1;
+            done.kept.push(*k);
             continue;
         }
         if w.state(h).load(Ordering::Acquire) == state(0, 0)
@@ -726,6 +727,24 @@ pub(crate) fn resolve<W: Words>(
         }
     }
     Ok(done)
+}
+
+/// Sets lane `lane` busy, for the caller's own records during a recovery: a lane of the
+/// caller's slot that holds a dead record the caller has read into a [`DeadLane`] (whose
+/// `lane` it set to `None`, so that resolving the record leaves the lane alone). [`restore`]
+/// writes the record back if the resolution keeps it.
+#[cfg(not(pitlane_loom))] // file-backed slabs only
+pub(crate) fn borrow_lane<W: Words>(w: &W, lane: usize) {
+    w.lane_word(lane, 0).store(BUSY, Ordering::Release);
+}
+
+/// Writes the record `d` was read from back into its lane (borrowed with [`borrow_lane`]):
+/// the record, then its check word (a caller killed between the two leaves a record that
+/// fails its check: ignored, its object leaks).
+#[cfg(not(pitlane_loom))] // file-backed slabs only
+pub(crate) fn restore<W: Words>(w: &W, d: &DeadLane) {
+    w.lane_word(d.id, 0).store(d.words[0], Ordering::Relaxed);
+    w.lane_word(d.id, 1).store(d.words[1], Ordering::Release);
 }
 
 /// Sets a resolved dead lane idle (unless it changed meanwhile: then it is not ours).

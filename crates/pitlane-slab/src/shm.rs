@@ -48,6 +48,10 @@
 //! protocol and how recovery decides which announced objects were lost are in the
 //! `protocol` module's docs. [`ShmSlab::recover`] resolves the records of dead slots;
 //! a handle attaching to a slot first resolves what the slot's previous holder left there.
+//! A record whose resolution is put off (a live thread still names its object) stays where
+//! it is, in either case, for a later recovery: in a dead slot, the next `recover()` or the
+//! slot's next holder looks again; in the attaching handle's own slot, the handle leaves that
+//! lane unused and its own `recover()` looks again (or, once it detached, any recovery).
 //! Recoveries run one at a time: an open-file-description lock on byte `LOCK_BASE +
 //! MAX_ATTACHED` (waited for), plus a mutex for the threads sharing one handle. An attaching
 //! handle takes that lock too, after its slot's lock and before its first operation, so that
@@ -136,8 +140,10 @@ pub struct ShmSlab {
     slot: usize,
     path: PathBuf,
     /// Serialises the recoveries of the threads sharing this handle (the file lock does not:
-    /// they share its open file description).
-    recovering: Mutex<()>,
+    /// they share its open file description), and holds the lanes of this handle's slot that
+    /// still hold records of the slot's previous holder whose resolution was put off (see
+    /// [`ShmSlab::open`]): this handle's threads never claim them; its `recover()` resolves them.
+    recovering: Mutex<Vec<usize>>,
 }
 
 impl std::borrow::Borrow<Slab> for ShmSlab {
@@ -176,7 +182,8 @@ pub struct RecoverReport {
     pub in_flight: u32,
     /// Objects a dead process had in flight that recovery left for a later `recover()`,
     /// because a live thread's intent record still named them after it waited (a thread
-    /// descheduled in the middle of an alloc or free, or a scribbled record).
+    /// descheduled in the middle of an alloc or free, or a scribbled record). Records that this
+    /// handle's slot kept from its previous holder (see [`ShmSlab::open`]) count here too.
     pub deferred: u32,
     /// Attachment slots held by a live handle (this one included) when recovery ran.
     pub live_slots: u32,
@@ -292,7 +299,13 @@ impl ShmSlab {
     ///
     /// The new handle takes a free attachment slot and resolves what that slot's previous
     /// holder left in flight; if another handle is running [`ShmSlab::recover`] meanwhile, it
-    /// waits for that recovery to end first (every way of attaching does).
+    /// waits for that recovery to end first (every way of attaching does). An intent record of
+    /// the previous holder whose object a live thread of another handle still names (after a
+    /// short wait) is kept, not dropped: it stays in its lane, which the new handle then does
+    /// not use (it has fewer lanes for concurrent allocs and frees until then), and the
+    /// handle's [`ShmSlab::recover`] resolves it later (after this handle detached, any
+    /// recovery or the slot's next holder does). `open` does not wait for the other thread:
+    /// a scribbled record may name an object for ever.
     ///
     /// # Errors
     /// [`OpenError::NotASlab`], [`OpenError::VersionMismatch`], [`OpenError::ConfigMismatch`],
@@ -537,7 +550,7 @@ impl ShmSlab {
                     file,
                     slot,
                     path: path.to_path_buf(),
-                    recovering: Mutex::new(()),
+                    recovering: Mutex::new(Vec::new()),
                 };
                 // What the slot's previous holder left in flight. Damaged records or chains
                 // are left alone (they leak, which `check` reports); a failed lock is an error.
@@ -661,8 +674,10 @@ impl ShmSlab {
     /// Returns to the freelist every object whose owner is dead (its process exited or was
     /// killed, or its handle was dropped), and every object a dead process was taking off or
     /// putting back on a freelist when it died (named by its intent records; see the crate
-    /// docs). Safe to run at any time, while other processes allocate and free; recoveries
-    /// run one at a time (a second waits for the first).
+    /// docs), including the records this handle's slot kept from its previous holder because
+    /// the attach put their resolution off (see [`ShmSlab::open`]). Safe to run at any time,
+    /// while other processes allocate and free; recoveries run one at a time (a second waits
+    /// for the first).
     ///
     /// While it runs, each shard named by a dead process's intent is detached for a moment:
     /// an alloc that finds every other shard empty then returns `None`.
@@ -684,7 +699,7 @@ impl ShmSlab {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn recover(&self) -> Result<RecoverReport, SlabError> {
-        let _one = self.recovering.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inherited = self.recovering.lock().unwrap_or_else(|e| e.into_inner());
         let _file = RecoveryLock::take(&self.file)?;
         self.check_len()?;
         let mut dead_slots = Vec::new();
@@ -693,12 +708,15 @@ impl ShmSlab {
                 dead_slots.push(slot);
             }
         }
-        let dead: Vec<DeadLane> = dead_slots
+        // The records of dead holders, and those this slot's previous holder left here whose
+        // resolution was put off (frozen too: this handle's threads never claim their lanes).
+        let mut dead: Vec<DeadLane> = dead_slots
             .iter()
             .flat_map(|&slot| slot * LANES..(slot + 1) * LANES)
+            .chain(inherited.iter().copied())
             .map(|lane| DeadLane::read(&self.slab, lane))
             .collect();
-        let Some(mine) = self.recovery_lanes() else {
+        let Some((mine, borrowed)) = self.recovery_lanes(&inherited, &mut dead) else {
             return Err(SlabError::Corrupt("no idle intent record for recovery"));
         };
         let resolved = protocol::resolve(&self.slab, mine, &dead);
@@ -719,9 +737,8 @@ impl ShmSlab {
             }),
             Err(_) => 0,
         };
-        for lane in mine {
-            protocol::release_lane(&self.slab, lane);
-        }
+        let kept = resolved.as_ref().ok().map(|r| r.kept.as_slice());
+        self.return_recovery_lanes(mine, &borrowed, &dead, kept, &mut inherited);
         let resolved = resolved.map_err(|e| SlabError::Corrupt(e.0))?;
         if let Some(e) = failure {
             return Err(e);
@@ -729,21 +746,93 @@ impl ShmSlab {
         Ok(RecoverReport {
             reclaimed: resolved.reclaimed + owned,
             in_flight: resolved.reclaimed,
-            deferred: resolved.deferred,
+            deferred: resolved.kept.len() as u32,
             live_slots: self.attached()?.len() as u32,
         })
     }
 
-    /// Two lanes of this handle for a recovery.
-    fn recovery_lanes(&self) -> Option<[usize; 2]> {
-        let first = self.slab.lane()?;
-        match self.slab.lane() {
-            Some(second) => Some([first, second]),
-            None => {
-                protocol::release_lane(&self.slab, first);
-                None
+    /// Two lanes of this handle's slot for a recovery (claimed, busy), and which of them were
+    /// borrowed from the `inherited` lanes (those of this slot that hold records of its
+    /// previous holder, all read into `dead`). Idle lanes are taken first; an inherited lane is
+    /// borrowed only when the inherited records leave fewer than two idle lanes in the slot (a
+    /// previous holder that died with that many threads inside an alloc or free): its record,
+    /// already read, has its `lane` set to `None` (the recovery's own records go in the lane)
+    /// and is written back by [`ShmSlab::return_recovery_lanes`] if the resolution keeps it. A
+    /// process killed before that leaves the record lost, and its object with it (reported by
+    /// `check`, put back by `reclaim_lost` on a quiescent slab), never listed twice. `None`
+    /// when no lane is idle after a wait (other threads of this handle hold them all, or a peer
+    /// scribbled over them).
+    fn recovery_lanes(
+        &self,
+        inherited: &[usize],
+        dead: &mut [DeadLane],
+    ) -> Option<([usize; 2], Vec<usize>)> {
+        let idle = LANES.saturating_sub(inherited.len()).min(2);
+        let mut claimed = Vec::with_capacity(2);
+        for _ in 0..idle {
+            match self.slab.lane() {
+                Some(lane) => claimed.push(lane),
+                None => {
+                    for lane in claimed {
+                        protocol::release_lane(&self.slab, lane);
+                    }
+                    return None;
+                }
             }
         }
+        // Lanes whose record fails its check first (claimed with nothing announced, or torn):
+        // resolving them only clears them, so they need not be written back.
+        let mut borrowed: Vec<usize> = inherited.to_vec();
+        borrowed.sort_by_key(|&lane| {
+            dead.iter()
+                .any(|d| d.id == lane && d.words[1] == protocol::check(d.words[0]))
+        });
+        borrowed.truncate(2 - idle);
+        for &lane in &borrowed {
+            if let Some(d) = dead.iter_mut().find(|d| d.id == lane) {
+                d.lane = None;
+            }
+            protocol::borrow_lane(&self.slab, lane);
+            claimed.push(lane);
+        }
+        Some(([claimed[0], claimed[1]], borrowed))
+    }
+
+    /// Gives back the lanes of a recovery after `protocol::resolve` ran over `dead`: a borrowed
+    /// lane whose record the resolution kept (`kept`, indices into `dead`; `None` when the
+    /// resolution failed midway, which keeps them all) gets its record back, the others go
+    /// idle. Then `inherited` names exactly the lanes of this slot that still hold a record of
+    /// its previous holder.
+    fn return_recovery_lanes(
+        &self,
+        mine: [usize; 2],
+        borrowed: &[usize],
+        dead: &[DeadLane],
+        kept: Option<&[usize]>,
+        inherited: &mut Vec<usize>,
+    ) {
+        for lane in mine {
+            let record = dead.iter().enumerate().find(|&(k, d)| {
+                d.id == lane
+                    && borrowed.contains(&lane)
+                    && kept.is_none_or(|kept| kept.contains(&k))
+            });
+            match record {
+                Some((_, d)) => protocol::restore(&self.slab, d),
+                None => protocol::release_lane(&self.slab, lane),
+            }
+        }
+        // A resolved record's lane was set idle (or, borrowed, given back idle above); a kept
+        // one still holds the record as read.
+        let own = self.slot * LANES..(self.slot + 1) * LANES;
+        inherited.retain(|&lane| {
+            own.contains(&lane)
+                && dead.iter().any(|d| {
+                    d.id == lane
+                        && d.words[0] != protocol::IDLE
+                        && DeadLane::read(&self.slab, lane).words == d.words
+                })
+        });
     }
 
     /// Resolves what the previous holder of this handle's slot left in its lanes.
@@ -753,31 +842,32 @@ impl ShmSlab {
     /// lanes as a dead holder's (and ignores them as live ones). It must end before this
     /// handle announces anything there, or it would resolve a live operation as a dead one:
     /// list an object that a live free is about to list too, or take one from a live alloc.
+    ///
+    /// A record whose resolution is put off (a live thread of another handle still names its
+    /// object after the wait) stays in its lane, as `recover()` keeps one of a dead slot: the
+    /// lane is left out of this handle's use (it has fewer lanes until then) and listed in
+    /// `recovering`, and this handle's `recover()` resolves it later — or, once this handle
+    /// has detached, any recovery or the slot's next holder does. Releasing the lane first
+    /// would drop the record, and its object would stay lost until `reclaim_lost` on a
+    /// quiescent slab. The attach does not wait longer instead: a scribbled record can name an
+    /// object for ever.
     fn resolve_own_lanes(&self) -> Result<(), SlabError> {
+        let mut inherited = self.recovering.lock().unwrap_or_else(|e| e.into_inner());
         let _file = RecoveryLock::take(&self.file)?;
-        let lanes = self.slot * LANES..(self.slot + 1) * LANES;
-        if lanes
-            .clone()
-            .all(|lane| DeadLane::read(&self.slab, lane).words[0] == protocol::IDLE)
-        {
+        let mut dead: Vec<DeadLane> = (self.slot * LANES..(self.slot + 1) * LANES)
+            .map(|lane| DeadLane::read(&self.slab, lane))
+            .filter(|d| d.words[0] != protocol::IDLE)
+            .collect();
+        if dead.is_empty() {
             return Ok(());
         }
-        let dead: Vec<DeadLane> = lanes
-            .map(|lane| {
-                let mut d = DeadLane::read(&self.slab, lane);
-                // Resolved here; the lane is reset now, so that this handle can use it.
-                d.lane = None;
-                protocol::release_lane(&self.slab, lane);
-                d
-            })
-            .collect();
-        let Some(mine) = self.recovery_lanes() else {
+        *inherited = dead.iter().map(|d| d.id).collect();
+        let Some((mine, borrowed)) = self.recovery_lanes(&inherited, &mut dead) else {
             return Err(SlabError::Corrupt("no idle intent record for recovery"));
         };
         let resolved = protocol::resolve(&self.slab, mine, &dead);
-        for lane in mine {
-            protocol::release_lane(&self.slab, lane);
-        }
+        let kept = resolved.as_ref().ok().map(|r| r.kept.as_slice());
+        self.return_recovery_lanes(mine, &borrowed, &dead, kept, &mut inherited);
         resolved.map(|_| ()).map_err(|e| SlabError::Corrupt(e.0))
     }
 

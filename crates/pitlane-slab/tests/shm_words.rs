@@ -26,6 +26,8 @@ const LANE_STRIDE: u64 = 64;
 
 /// The high bit of a free object's tag that names the lane whose free made it free.
 const FREED_BY: u64 = 1 << 31;
+/// A lane claimed by a thread that has announced nothing yet (`protocol::BUSY`).
+const BUSY: u64 = 1 << 61;
 
 type Head = Tagged<24>;
 
@@ -98,6 +100,53 @@ fn head_of(file: &File, shard: u64) -> Head {
     Head::from_bits(read_u64(file, HEADS_AT + HEAD_STRIDE * shard))
 }
 
+/// Leaves the words of the one-object slab behind `file` as `victim` (a handle of this test
+/// process) would leave them if it were killed in the middle of an alloc or a free of object 0:
+/// the object lost (handed out, neither listed nor owned) and a valid `kind` record naming it
+/// in the victim's first lane. Returns the record's word 0.
+fn leave_dead_record(kind: Kind, file: &File, victim: &ShmSlab, off: &Offsets) -> u64 {
+    let lane = victim.slot() as u64 * LANES;
+    let lane_at = off.lanes_at + LANE_STRIDE * lane;
+    let state_at = off.owners_at; // object 0's state word
+    let (word, check) = match kind {
+        Kind::Bump => {
+            // Killed between its bump exchange (0 -> 1) and its claim: the object is still
+            // `(0, 0)`, never used.
+            assert_eq!(read_u64(file, BUMP_AT), 0);
+            write_u64(file, BUMP_AT, 1);
+            intent(Kind::Bump, 0, 0, 0)
+        }
+        Kind::Pop | Kind::Push => {
+            // The object goes through one alloc and free of the victim: listed on its home shard.
+            let a = victim.alloc().unwrap();
+            victim.free(a).unwrap();
+            let home = (0..2).find(|&s| head_of(file, s).index() == a.index());
+            let home = home.expect("the freed object is listed");
+            if kind == Kind::Pop {
+                // Killed between its head exchange and its claim: off the list, state
+                // `(1, freed)`.
+                let head = head_of(file, home);
+                write_u64(
+                    file,
+                    HEADS_AT + HEAD_STRIDE * home,
+                    head.successor(Head::NIL).to_bits(),
+                );
+                intent(Kind::Pop, home, a.index(), 1)
+            } else {
+                // Allocated again, then killed between its free's state exchange (which wrote
+                // generation 2, freed by this lane) and its push.
+                let b = victim.alloc().unwrap();
+                assert_eq!(b, ObjectId::new(a.index(), 1));
+                write_u64(file, state_at, 2 << 32 | FREED_BY | lane);
+                intent(Kind::Push, home, a.index(), 2)
+            }
+        }
+    };
+    write_u64(file, lane_at, word);
+    write_u64(file, lane_at + 8, check);
+    word
+}
+
 /// What is done after `reclaim_lost` put the dead process's object back.
 #[derive(Clone, Copy, Debug)]
 enum Then {
@@ -133,45 +182,7 @@ fn dead_record_then_reclaim_lost(kind: Kind, then: Then) {
         .unwrap();
     let victim = ShmSlab::open(&path, config).unwrap();
     let slot = victim.slot() as u64;
-    let lane = slot * LANES;
-    let lane_at = off.lanes_at + LANE_STRIDE * lane;
-    let state_at = off.owners_at; // object 0's state word
-    let (word, check) = match kind {
-        Kind::Bump => {
-            // Killed between its bump exchange (0 -> 1) and its claim: the object is still
-            // `(0, 0)`, never used.
-            assert_eq!(read_u64(&file, BUMP_AT), 0);
-            write_u64(&file, BUMP_AT, 1);
-            intent(Kind::Bump, 0, 0, 0)
-        }
-        Kind::Pop | Kind::Push => {
-            // The object goes through one alloc and free of the victim: listed on its home shard.
-            let a = victim.alloc().unwrap();
-            victim.free(a).unwrap();
-            let home = (0..2).find(|&s| head_of(&file, s).index() == a.index());
-            let home = home.expect("the freed object is listed");
-            if kind == Kind::Pop {
-                // Killed between its head exchange and its claim: off the list, state
-                // `(1, freed)`.
-                let head = head_of(&file, home);
-                write_u64(
-                    &file,
-                    HEADS_AT + HEAD_STRIDE * home,
-                    head.successor(Head::NIL).to_bits(),
-                );
-                intent(Kind::Pop, home, a.index(), 1)
-            } else {
-                // Allocated again, then killed between its free's state exchange (which wrote
-                // generation 2, freed by this lane) and its push.
-                let b = victim.alloc().unwrap();
-                assert_eq!(b, ObjectId::new(a.index(), 1));
-                write_u64(&file, state_at, 2 << 32 | FREED_BY | lane);
-                intent(Kind::Push, home, a.index(), 2)
-            }
-        }
-    };
-    write_u64(&file, lane_at, word);
-    write_u64(&file, lane_at + 8, check);
+    let word = leave_dead_record(kind, &file, &victim, &off);
     drop(victim); // SIGKILL: the lock goes, the words stay
     let report = survivor.check();
     assert_eq!(report.lost.len(), 1, "{kind:?}: {report}");
@@ -232,6 +243,139 @@ fn attaching_to_the_dead_slot_after_reclaim_lost_lists_each_object_once() {
 fn shm_slab_reclaim_lost_puts_back_what_a_killed_process_left() {
     for kind in [Kind::Bump, Kind::Pop, Kind::Push] {
         dead_record_then_reclaim_lost(kind, Then::Nothing);
+    }
+}
+
+/// Who resolves, once the live thread has moved on, the record whose resolution the attaching
+/// handle put off.
+#[derive(Clone, Copy, Debug)]
+enum Later {
+    /// The handle that attached to the dead slot, by its own `recover()`.
+    Holder,
+    /// A survivor's `recover()`, once that handle detached.
+    Survivor,
+}
+
+/// What the other lanes of the dead slot hold, beside the record in its first lane.
+#[derive(Clone, Copy, Debug)]
+enum Rest {
+    /// Nothing: they are idle.
+    Idle,
+    /// A claim with nothing announced yet (threads killed just after claiming a lane).
+    Busy,
+    /// Copies of the first lane's record (threads that announced on the same object).
+    Copies,
+}
+
+/// A process attached in slot 1 is killed in the middle of an alloc or a free (its one object
+/// lost, named by a valid record in its first lane), while a thread of a live handle (slot 2)
+/// has announced an operation on the same object and not yet moved on (descheduled; its record
+/// is written here directly). The next handle to attach takes slot 1 and resolves the dead
+/// record inside `ShmSlab::open`: the live record still names the object after the wait, so
+/// the resolution is put off — and the dead record must stay for a later recovery, as
+/// `recover()` keeps it, not be dropped with the object lost. Once the live thread moves on,
+/// `later` recovers: the object goes back exactly once, and the slab is whole.
+///
+/// `rest` says what the dead slot's other lanes hold: with anything but `Rest::Idle` the new
+/// holder has no idle lane, and its resolutions borrow lanes that hold records.
+fn record_put_off_at_attach(kind: Kind, later: Later, rest: Rest) {
+    let dir = Scratch::new("put-off-at-attach");
+    let path = dir.path("s");
+    let config = Config::new(16, 1).with_shards(2);
+    let off = offsets(&config);
+    let survivor = ShmSlab::create(&path, config).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let victim = ShmSlab::open(&path, config).unwrap();
+    let live = ShmSlab::open(&path, config).unwrap();
+    let slot = victim.slot();
+    assert_eq!((survivor.slot(), slot, live.slot()), (0, 1, 2));
+    let word = leave_dead_record(kind, &file, &victim, &off);
+    let first_at = off.lanes_at + LANE_STRIDE * (slot as u64 * LANES);
+    let check = read_u64(&file, first_at + 8);
+    let filler = match rest {
+        Rest::Idle => None,
+        Rest::Busy => Some((BUSY, 0)),
+        Rest::Copies => Some((word, check)),
+    };
+    if let Some((w0, w1)) = filler {
+        for k in 1..LANES {
+            write_u64(&file, first_at + LANE_STRIDE * k, w0);
+            write_u64(&file, first_at + LANE_STRIDE * k + 8, w1);
+        }
+    }
+    drop(victim); // SIGKILL: the lock goes, the words stay
+    // A thread of `live` announced a pop of the same object (its generation as the dead record
+    // has it, on the shard the record names) and was descheduled before its head exchange.
+    let index = (word >> 31 & 0xff_ffff) as u32;
+    let (named, named_check) = intent(
+        Kind::Pop,
+        word >> 55 & 0x3f,
+        index,
+        word as u32 & 0x7fff_ffff,
+    );
+    let live_lane_at = off.lanes_at + LANE_STRIDE * (live.slot() as u64 * LANES + 5);
+    write_u64(&file, live_lane_at, named);
+    write_u64(&file, live_lane_at + 8, named_check);
+    let next = ShmSlab::open(&path, config).unwrap();
+    assert_eq!(
+        next.slot(),
+        slot,
+        "{kind:?}: the next handle takes the dead slot"
+    );
+    // The live thread moves on (its pop lost the race: the object was not on the list).
+    write_u64(&file, live_lane_at, 0);
+    write_u64(&file, live_lane_at + 8, 0);
+    let recovered = match later {
+        Later::Holder => next.recover().unwrap(),
+        Later::Survivor => {
+            drop(next);
+            survivor.recover().unwrap()
+        }
+    };
+    drop(live);
+    let report = survivor.check();
+    assert!(
+        report.is_consistent() && report.free_listed == 1,
+        "{kind:?} record (other lanes: {rest:?}) put off at attach, then recovered by the \
+         {later:?} ({recovered:?}): the object is lost or listed twice\n{report}"
+    );
+    let what = format!("{kind:?}, other lanes {rest:?}, {later:?}");
+    assert_eq!((recovered.in_flight, recovered.deferred), (1, 0), "{what}");
+    // Every record was resolved: the dead slot's lanes are idle.
+    for lane in slot as u64 * LANES..(slot as u64 + 1) * LANES {
+        let at = off.lanes_at + LANE_STRIDE * lane;
+        assert_eq!(read_u64(&file, at), 0, "{what}: lane {lane}");
+    }
+    // The one object is handed out once, and then the slab is empty (not corrupt).
+    let id = survivor.try_alloc().unwrap().expect("the object");
+    assert_eq!(survivor.owner_of(id).unwrap(), Some(survivor.owner_tag()));
+    assert_eq!(survivor.try_alloc(), Ok(None), "{what}");
+}
+
+/// An attaching handle whose resolution of the dead slot's records is put off (a live thread
+/// still names the object) keeps the record for a later recovery: its own `recover()`, once the
+/// live thread has moved on, puts the object back.
+#[test]
+fn a_record_put_off_at_attach_is_resolved_by_the_new_holders_recover() {
+    for kind in [Kind::Bump, Kind::Pop, Kind::Push] {
+        for rest in [Rest::Idle, Rest::Busy, Rest::Copies] {
+            record_put_off_at_attach(kind, Later::Holder, rest);
+        }
+    }
+}
+
+/// As `a_record_put_off_at_attach_is_resolved_by_the_new_holders_recover`, when the new holder
+/// detaches first and a survivor's `recover()` resolves the record it left in the slot.
+#[test]
+fn a_record_put_off_at_attach_is_resolved_after_the_new_holder_detaches() {
+    for kind in [Kind::Bump, Kind::Pop, Kind::Push] {
+        for rest in [Rest::Idle, Rest::Busy, Rest::Copies] {
+            record_put_off_at_attach(kind, Later::Survivor, rest);
+        }
     }
 }
 
