@@ -38,7 +38,10 @@
 //! exit (std's `thread_local!` destructors may not allocate through us, so none is used): it
 //! publishes its held-back remote frees, gives the pages no block uses any more (remote frees
 //! counted) to the pool and parks the heap (the remote lists of pages still in use wait for
-//! the heap's next holder, see `tidy`). Blocks of a
+//! the heap's next holder, see `tidy`). A thread whose key value cannot be set
+//! (`pthread_setspecific` refused: glibc's allocation of its key table failed) would not run
+//! that destructor: it takes no heap then (the orphan heap serves that allocation, and its
+//! remote frees are published at once) and tries again at its next allocation. Blocks of a
 //! parked heap can still be freed from anywhere (remote frees), and the periodic sweep (see
 //! `pool`) visits parked heaps to release the pages that became empty. Allocations made
 //! later in a thread's exit (by other destructors) and while the allocator initialises (on
@@ -563,11 +566,29 @@ fn arm_exit_flush_slow() -> bool {
         return false;
     };
     // A thread without a heap arms the destructor with the empty heap, which it skips.
-    // SAFETY: the key exists (initialisation made it); the value is only read by our
-    // destructor.
-    unsafe { libc::pthread_setspecific(key, thread_heap().cast()) };
+    // Refused (see `set_key_value`), the destructor would not run: the caller publishes or
+    // caches at once, and the next call tries again.
+    if !set_key_value(key, thread_heap()) {
+        return false;
+    }
     ARMED.with(|a| a.set(true));
     true
+}
+
+/// Sets the calling thread's value of our key (`pthread_setspecific`), which makes our
+/// destructor run at the thread's exit; `false` if it was refused. glibc refuses for want of
+/// memory only: a key numbered 32 or more needs a second level of the thread's key table,
+/// which the first `pthread_setspecific` of such a key in each thread allocates (`calloc`,
+/// through us under the C shim), and a refused call leaves the thread's value as it was.
+/// Under `cfg(test)` a thread can have it refused (`tests::REFUSE_KEY_VALUE`).
+fn set_key_value(key: libc::pthread_key_t, heap: *mut HeapCore) -> bool {
+    #[cfg(test)]
+    if tests::REFUSE_KEY_VALUE.with(Cell::get) {
+        return false;
+    }
+    // SAFETY: the key exists (initialisation made it); the value is only read by our
+    // destructor.
+    unsafe { libc::pthread_setspecific(key, heap.cast()) == 0 }
 }
 
 /// Publishes the calling thread's held-back remote frees.
@@ -950,18 +971,28 @@ fn alloc_without_heap(class: usize) -> *mut u8 {
     } else {
         None
     };
-    if let Some(key) = key {
+    if key.is_some() {
         // A retry, should the first registration have failed (a relaxed load otherwise).
         install_fork_handlers();
-        if let Some(heap) = acquire(Kind::Thread) {
-            heap_slot::set(heap);
-            // SAFETY: the key was created by `init`; the value is only read by our
-            // destructor.
-            unsafe { libc::pthread_setspecific(key, heap.cast()) };
+    }
+    let heap = key.and_then(|_| acquire(Kind::Thread));
+    if let (Some(key), Some(heap)) = (key, heap) {
+        // The slot first: `pthread_setspecific` may allocate (see `set_key_value`), and
+        // under the C shim that allocation comes back here, to be served from this heap.
+        heap_slot::set(heap);
+        if set_key_value(key, heap) {
             ARMED.with(|a| a.set(true));
             // SAFETY: this thread holds `heap` now.
             return unsafe { alloc_small(heap, class) };
         }
+        // Refused: no destructor would park the heap at this thread's exit, nor publish
+        // the remote frees it holds back. Give the heap back, parked as at exit (a block of
+        // it still in use, were there one, is freed remotely as any parked heap's), and
+        // serve this allocation from the orphan heap. The thread stays heapless and unarmed,
+        // so its remote frees are published at once, and its next allocation tries again.
+        heap_slot::set(empty_heap());
+        // SAFETY: this thread holds `heap` (`acquire`).
+        unsafe { (*heap).held.store(false, Ordering::Release) };
     }
     let _guard = ORPHAN_LOCK.lock();
     // SAFETY: the orphan heap is held through its lock.
@@ -1300,6 +1331,103 @@ pub(crate) fn tidy_mine() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Makes `set_key_value` fail on this thread, as glibc's `pthread_setspecific` does
+        /// when it cannot allocate the second level of the thread's key table.
+        pub(super) static REFUSE_KEY_VALUE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// The heap that owns the small block at `block`.
+    fn owner_of(block: *mut u8) -> *mut HeapCore {
+        // SAFETY: a live small block of ours, whose page descriptor `page_of` finds.
+        unsafe {
+            (*crate::segment::page_of(block))
+                .owner
+                .load(Ordering::Acquire)
+        }
+    }
+
+    /// A thread whose `pthread_setspecific` is refused has no destructor to park its heap or
+    /// publish its held-back remote frees at exit. So it must not keep a heap as its own (the
+    /// orphan heap serves it), its remote frees must be published all the same, and a later
+    /// allocation, once the key's value can be set, gives it its heap.
+    #[test]
+    fn a_thread_whose_key_value_is_refused_keeps_no_heap_and_holds_back_no_remote_free() {
+        const CLASS: usize = 2;
+        let owned = crate::Heap::new();
+        let layout = core::alloc::Layout::from_size_align(24, 8).unwrap();
+        let remote = allocator_api2::alloc::Allocator::allocate(&&owned, layout)
+            .unwrap()
+            .cast::<u8>();
+        let remote_addr = remote.as_ptr().expose_provenance();
+        // Threads of pthread_create's: nothing allocates on them before the body starts (a
+        // std thread may, under `--cfg pitlane_alloc_global`). This one's key value is
+        // refused to its end.
+        let seen = pitlane_testkit::stress::run_threads(1, |_| {
+            REFUSE_KEY_VALUE.with(|r| r.set(true));
+            assert!(
+                ptr::eq(thread_heap(), empty_heap()),
+                "a fresh thread has no heap"
+            );
+            // SAFETY: this thread has the empty heap.
+            let first = unsafe { alloc_small(thread_heap(), CLASS) };
+            assert!(!first.is_null());
+            let first_owner = owner_of(first);
+            let heap_after_refusal = thread_heap();
+            // SAFETY: a live small block of another heap, freed once.
+            unsafe { free_small(thread_heap(), ptr::with_exposed_provenance_mut(remote_addr)) };
+            // SAFETY: a live small block of ours, freed once.
+            unsafe { free_small(thread_heap(), first) };
+            (first_owner.expose_provenance(), heap_after_refusal.addr())
+        });
+        let (first_owner, heap_after_refusal) = seen[0];
+        let first_owner = ptr::with_exposed_provenance::<HeapCore>(first_owner);
+        // The thread has exited: a heap it kept as its own would still be held.
+        // SAFETY: heaps live for the whole process.
+        let first_owner_held = unsafe { (*first_owner).held.load(Ordering::Acquire) };
+        assert!(
+            !first_owner_held,
+            "the heap that served the thread whose key value was refused is still held after \
+             the thread exited: no destructor parked it"
+        );
+        // SAFETY: the block's page belongs to `owned`, which has not allocated since.
+        let published = unsafe {
+            (*crate::segment::page_of(remote.as_ptr()))
+                .remote_count
+                .load(Ordering::Acquire)
+        };
+        assert_eq!(
+            published, 1,
+            "the remote free of the thread whose key value was refused was held back and \
+             never published"
+        );
+        assert_eq!(heap_after_refusal, empty_heap().addr());
+        drop(owned);
+        // This one's is refused at its first allocation only: the next gives it its heap.
+        let later_is_own = pitlane_testkit::stress::run_threads(1, |_| {
+            REFUSE_KEY_VALUE.with(|r| r.set(true));
+            // SAFETY: this thread has the empty heap.
+            let first = unsafe { alloc_small(thread_heap(), CLASS) };
+            assert!(!first.is_null());
+            REFUSE_KEY_VALUE.with(|r| r.set(false));
+            // SAFETY: as above.
+            let later = unsafe { alloc_small(thread_heap(), CLASS) };
+            assert!(!later.is_null());
+            let later_is_own =
+                ptr::eq(owner_of(later), thread_heap()) && !ptr::eq(thread_heap(), empty_heap());
+            // SAFETY: live small blocks of ours, each freed once.
+            unsafe {
+                free_small(thread_heap(), first);
+                free_small(thread_heap(), later);
+            }
+            later_is_own
+        });
+        assert!(
+            later_is_own[0],
+            "a later allocation, with the key's value set, did not give the thread a heap"
+        );
+    }
 
     /// A forced sweep (`collect`) visits the orphan heap even while an orphan allocation holds
     /// its lock: it waits for the lock rather than skip the heap. The holder marks the
