@@ -971,10 +971,6 @@ fn alloc_without_heap(class: usize) -> *mut u8 {
     } else {
         None
     };
-    if key.is_some() {
-        // A retry, should the first registration have failed (a relaxed load otherwise).
-        install_fork_handlers();
-    }
     let heap = key.and_then(|_| acquire(Kind::Thread));
     if let (Some(key), Some(heap)) = (key, heap) {
         // The slot first: `pthread_setspecific` may allocate (see `set_key_value`), and
@@ -982,6 +978,12 @@ fn alloc_without_heap(class: usize) -> *mut u8 {
         heap_slot::set(heap);
         if set_key_value(key, heap) {
             ARMED.with(|a| a.set(true));
+            // A retry, should the first registration have failed (a relaxed load otherwise).
+            // Only now: glibc's `pthread_atfork` may allocate, through us under the C shim,
+            // and that allocation must find this thread's heap in place. Made while the
+            // thread had none, it took a heap of its own, and this call a second one: the
+            // first was never parked.
+            retry_fork_handlers();
             // SAFETY: this thread holds `heap` now.
             return unsafe { alloc_small(heap, class) };
         }
@@ -997,6 +999,18 @@ fn alloc_without_heap(class: usize) -> *mut u8 {
     let _guard = ORPHAN_LOCK.lock();
     // SAFETY: the orphan heap is held through its lock.
     unsafe { alloc_small((&raw const ORPHAN_HEAP).cast_mut(), class) }
+}
+
+/// [`install_fork_handlers`], as a heapless thread's first allocation retries it. Under
+/// `cfg(test)` a thread can have a function run in its place once (`tests::FORK_RETRY`), one
+/// that allocates as glibc's `pthread_atfork` may.
+fn retry_fork_handlers() {
+    #[cfg(test)]
+    if let Some(hook) = tests::FORK_RETRY.with(Cell::take) {
+        hook();
+        return;
+    }
+    install_fork_handlers();
 }
 
 /// The initialisation state: 0 not started, 1 in progress, 2 done.
@@ -1023,7 +1037,10 @@ static FORK_HANDLERS: AtomicU8 = AtomicU8::new(0);
 /// Registers the fork handlers unless they are. `pthread_atfork` can fail (only for want of
 /// memory); then the next thread's first allocation tries again, so that they are in place
 /// before a second thread exists to hold one of the locks across a `fork` (a single-threaded
-/// process forks safely without them: no lock of ours is held across its `fork` call).
+/// process forks safely without them: no lock of ours is held across its `fork` call). That
+/// retry comes once the thread holds its heap and its key names it ([`alloc_without_heap`]):
+/// glibc's `pthread_atfork` may allocate, and under the C shim that allocation is ours, served
+/// from the thread's heap; made before, it made the thread take a second heap.
 ///
 /// Also called before the first allocation, through `raw::install_fork_handlers` (the C
 /// `malloc` calls it when its library is loaded): the handlers need nothing initialised, and
@@ -1336,6 +1353,13 @@ mod tests {
         /// Makes `set_key_value` fail on this thread, as glibc's `pthread_setspecific` does
         /// when it cannot allocate the second level of the thread's key table.
         pub(super) static REFUSE_KEY_VALUE: Cell<bool> = const { Cell::new(false) };
+        /// Run once, on this thread, in place of the fork handlers' retry in a heapless
+        /// thread's first allocation: an allocation there stands for glibc's `pthread_atfork`
+        /// allocating through us (under the C shim).
+        pub(super) static FORK_RETRY: Cell<Option<fn()>> = const { Cell::new(None) };
+        /// What the `FORK_RETRY` function of a test saw: the heap that owns the block it
+        /// allocated.
+        static RETRY_BLOCK_OWNER: Cell<usize> = const { Cell::new(0) };
     }
 
     /// The heap that owns the small block at `block`.
@@ -1426,6 +1450,52 @@ mod tests {
         assert!(
             later_is_own[0],
             "a later allocation, with the key's value set, did not give the thread a heap"
+        );
+    }
+
+    /// The fork handlers' retry in a heapless thread's first allocation may allocate (glibc's
+    /// `pthread_atfork` does, through us under the C shim). That allocation must be served
+    /// from the heap the thread takes, not make it take one of its own: the thread would then
+    /// take a second heap for the allocation that retried, and the first would never be
+    /// parked.
+    #[test]
+    fn an_allocation_inside_the_fork_handlers_retry_takes_no_second_heap() {
+        const CLASS: usize = 3;
+        fn allocate_as_pthread_atfork_may() {
+            // SAFETY: the calling thread's heap (or the empty heap).
+            let block = unsafe { alloc_small(thread_heap(), CLASS) };
+            assert!(!block.is_null());
+            RETRY_BLOCK_OWNER.with(|o| o.set(owner_of(block).addr()));
+            // SAFETY: a live small block of ours, freed once.
+            unsafe { free_small(thread_heap(), block) };
+        }
+        let seen = pitlane_testkit::stress::run_threads(1, |_| {
+            FORK_RETRY.with(|r| r.set(Some(allocate_as_pthread_atfork_may)));
+            assert!(
+                ptr::eq(thread_heap(), empty_heap()),
+                "a fresh thread has no heap"
+            );
+            // SAFETY: this thread has the empty heap.
+            let block = unsafe { alloc_small(thread_heap(), CLASS) };
+            assert!(!block.is_null());
+            let retried = FORK_RETRY.with(Cell::take).is_none();
+            let nested_owner = RETRY_BLOCK_OWNER.with(Cell::get);
+            let owner = owner_of(block).addr();
+            let heap = thread_heap().addr();
+            // SAFETY: a live small block of ours, freed once.
+            unsafe { free_small(thread_heap(), block) };
+            (retried, nested_owner, owner, heap)
+        });
+        let (retried, nested_owner, owner, heap) = seen[0];
+        assert!(
+            retried,
+            "the first allocation did not retry the fork handlers"
+        );
+        assert_eq!(owner, heap, "the thread's first block is not from its heap");
+        assert_eq!(
+            nested_owner, heap,
+            "the allocation inside the fork handlers' retry took a heap other than the \
+             thread's: the thread took two, and the first is never parked"
         );
     }
 

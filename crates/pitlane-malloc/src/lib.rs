@@ -93,7 +93,10 @@ const MALLOC_ALIGN: usize = 8;
 static REGISTER_FORK_HANDLERS: extern "C" fn() = register_fork_handlers;
 
 /// The body of [`REGISTER_FORK_HANDLERS`]; the loader's arguments (`argc`, `argv`, `envp`)
-/// are not needed.
+/// are not needed. Should `pthread_atfork` fail here (for want of memory), the allocator
+/// tries again in each thread's first allocation, once that thread holds its heap: glibc's
+/// `pthread_atfork` may allocate, and that allocation (ours) is then served from the heap
+/// rather than make the thread take a second one.
 extern "C" fn register_fork_handlers() {
     raw::install_fork_handlers();
 }
