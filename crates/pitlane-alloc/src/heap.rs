@@ -568,8 +568,20 @@ fn arm_exit_flush_slow() -> bool {
     // A thread without a heap arms the destructor with the empty heap, which it skips.
     // Refused (see `set_key_value`), the destructor would not run: the caller publishes or
     // caches at once, and the next call tries again.
-    if !set_key_value(key, thread_heap()) {
-        return false;
+    let mut heap = thread_heap();
+    loop {
+        if !set_key_value(key, heap) {
+            return false;
+        }
+        // The allocation inside `pthread_setspecific` is ours under the C shim: on a thread
+        // without a heap it took one and set the key's value to it, which our call then
+        // overwrote with the empty heap, and the destructor would not park that heap. Name
+        // it again (the key table is in place now, so this call allocates nothing).
+        let now = thread_heap();
+        if ptr::eq(now, heap) {
+            break;
+        }
+        heap = now;
     }
     ARMED.with(|a| a.set(true));
     true
@@ -580,11 +592,17 @@ fn arm_exit_flush_slow() -> bool {
 /// memory only: a key numbered 32 or more needs a second level of the thread's key table,
 /// which the first `pthread_setspecific` of such a key in each thread allocates (`calloc`,
 /// through us under the C shim), and a refused call leaves the thread's value as it was.
-/// Under `cfg(test)` a thread can have it refused (`tests::REFUSE_KEY_VALUE`).
+/// Under `cfg(test)` a thread can have it refused (`tests::REFUSE_KEY_VALUE`), or have a
+/// function allocate first once, as glibc's `calloc` there does (`tests::ALLOC_IN_KEY_VALUE`).
 fn set_key_value(key: libc::pthread_key_t, heap: *mut HeapCore) -> bool {
     #[cfg(test)]
-    if tests::REFUSE_KEY_VALUE.with(Cell::get) {
-        return false;
+    {
+        if let Some(allocate) = tests::ALLOC_IN_KEY_VALUE.with(Cell::take) {
+            allocate();
+        }
+        if tests::REFUSE_KEY_VALUE.with(Cell::get) {
+            return false;
+        }
     }
     // SAFETY: the key exists (initialisation made it); the value is only read by our
     // destructor.
@@ -1357,6 +1375,9 @@ mod tests {
         /// thread's first allocation: an allocation there stands for glibc's `pthread_atfork`
         /// allocating through us (under the C shim).
         pub(super) static FORK_RETRY: Cell<Option<fn()>> = const { Cell::new(None) };
+        /// Run once, on this thread, at the start of `set_key_value`: an allocation there
+        /// stands for glibc's `calloc` of the thread's key table, ours under the C shim.
+        pub(super) static ALLOC_IN_KEY_VALUE: Cell<Option<fn()>> = const { Cell::new(None) };
         /// What the `FORK_RETRY` function of a test saw: the heap that owns the block it
         /// allocated.
         static RETRY_BLOCK_OWNER: Cell<usize> = const { Cell::new(0) };
@@ -1450,6 +1471,54 @@ mod tests {
         assert!(
             later_is_own[0],
             "a later allocation, with the key's value set, did not give the thread a heap"
+        );
+    }
+
+    /// A thread without a heap whose first call is a remote free arms its exit destructor
+    /// with the empty heap; glibc's `pthread_setspecific` may allocate (the second level of
+    /// its key table), and under the C shim that allocation gives the thread a heap and sets
+    /// the key's value to it. The outer call must not leave the empty heap as the key's
+    /// value, or the destructor would never park that heap.
+    #[test]
+    fn an_allocation_inside_the_arming_pthread_setspecific_leaves_the_key_naming_the_heap() {
+        const CLASS: usize = 4;
+        fn allocate_as_glibc_calloc_may() {
+            // SAFETY: the calling thread's heap (or the empty heap); the block is left to the
+            // thread's heap, as glibc keeps its key table for the thread's life.
+            let block = unsafe { alloc_small(thread_heap(), CLASS) };
+            assert!(!block.is_null());
+        }
+        let owned = crate::Heap::new();
+        let layout = core::alloc::Layout::from_size_align(64, 8).unwrap();
+        let remote = allocator_api2::alloc::Allocator::allocate(&&owned, layout)
+            .unwrap()
+            .cast::<u8>();
+        let remote_addr = remote.as_ptr().expose_provenance();
+        let key = key().expect("the allocator has its key");
+        let seen = pitlane_testkit::stress::run_threads(1, |_| {
+            assert!(
+                ptr::eq(thread_heap(), empty_heap()),
+                "a fresh thread has no heap"
+            );
+            ALLOC_IN_KEY_VALUE.with(|r| r.set(Some(allocate_as_glibc_calloc_may)));
+            // SAFETY: a live small block of another heap, freed once.
+            unsafe { free_small(thread_heap(), ptr::with_exposed_provenance_mut(remote_addr)) };
+            let allocated = ALLOC_IN_KEY_VALUE.with(Cell::take).is_none();
+            // SAFETY: a plain libc call with our key.
+            let value = unsafe { libc::pthread_getspecific(key) }.addr();
+            (allocated, value, thread_heap().addr())
+        });
+        drop(owned);
+        let (allocated, value, heap) = seen[0];
+        assert!(allocated, "the remote free did not arm the exit destructor");
+        assert_ne!(
+            heap,
+            empty_heap().addr(),
+            "the nested allocation took no heap"
+        );
+        assert_eq!(
+            value, heap,
+            "the key's value is not the thread's heap: the destructor will not park it"
         );
     }
 
