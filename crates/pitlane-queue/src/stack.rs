@@ -590,7 +590,7 @@ impl<T> Stack<T> {
     /// compiled into its caller (a closure passed to `retry_pop` was left out of line).
     #[inline(always)]
     fn pop_in(&self, cache: Cache<'_, T>) -> Option<T> {
-        let pause = RetryPause::new();
+        let mut pause = RetryPause::new();
         loop {
             match self.try_pop_in(cache) {
                 Ok(item) => return Some(item),
@@ -1265,7 +1265,7 @@ impl<T> Stack<T> {
         };
         // Relaxed (here and on failure): the push only links to the top it found.
         let (mut top, mut guessed) = self.push_top(cache);
-        let pause = RetryPause::new();
+        let mut pause = RetryPause::new();
         loop {
             node.next.store(top.index(), Ordering::Relaxed);
             match self.top.word.compare_exchange_weak(

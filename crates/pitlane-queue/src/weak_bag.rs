@@ -358,7 +358,7 @@ impl<B: core::fmt::Debug> core::fmt::Debug for IntoIter<B> {
 #[inline]
 pub(crate) fn retry_push<T>(item: T, mut try_push: impl FnMut(T) -> Result<(), PushError<T>>) {
     let mut item = item;
-    let pause = RetryPause::new();
+    let mut pause = RetryPause::new();
     loop {
         match try_push(item) {
             Ok(()) => return,
@@ -388,7 +388,7 @@ pub(crate) fn full<T>(item: T) -> ! {
 /// each lost race.
 #[inline]
 pub(crate) fn retry_pop<T>(mut try_pop: impl FnMut() -> Result<T, PopError>) -> Option<T> {
-    let pause = RetryPause::new();
+    let mut pause = RetryPause::new();
     loop {
         match try_pop() {
             Ok(item) => return Some(item),
@@ -424,7 +424,7 @@ const LAST_PAUSE_LOG2: u32 = 6;
 pub(crate) struct RetryPause {
     /// The next pause, as a power of two of spin hints.
     #[cfg(not(pitlane_loom))]
-    log2: core::cell::Cell<u32>,
+    log2: u32,
 }
 
 impl RetryPause {
@@ -432,20 +432,19 @@ impl RetryPause {
     pub(crate) fn new() -> Self {
         Self {
             #[cfg(not(pitlane_loom))]
-            log2: core::cell::Cell::new(FIRST_PAUSE_LOG2),
+            log2: FIRST_PAUSE_LOG2,
         }
     }
 
-    /// Waits before the next attempt.
-    #[cold]
-    pub(crate) fn pause(&self) {
+    /// Waits before the next attempt. The count is kept by value in the caller's loop (no
+    /// `Cell` behind a reference), so that the fast path, which never pauses, stores nothing
+    /// for it; only the spinning is out of line.
+    #[inline]
+    pub(crate) fn pause(&mut self) {
         #[cfg(not(pitlane_loom))]
         {
-            let log2 = self.log2.get();
-            for _ in 0..1_u32 << log2 {
-                core::hint::spin_loop();
-            }
-            self.log2.set((log2 + 1).min(LAST_PAUSE_LOG2));
+            spin(self.log2);
+            self.log2 = (self.log2 + 1).min(LAST_PAUSE_LOG2);
         }
         #[cfg(pitlane_loom)]
         pitlane_sync::shim::hint::spin_loop();
@@ -454,7 +453,17 @@ impl RetryPause {
     /// How many spin hints the next [`pause`](Self::pause) waits.
     #[cfg(all(test, not(pitlane_loom)))]
     fn next_spins(&self) -> u32 {
-        1 << self.log2.get()
+        1 << self.log2
+    }
+}
+
+/// `2^log2` spin hints.
+#[cfg(not(pitlane_loom))]
+#[cold]
+#[inline(never)]
+fn spin(log2: u32) {
+    for _ in 0..1_u32 << log2 {
+        core::hint::spin_loop();
     }
 }
 
@@ -464,7 +473,7 @@ mod tests {
 
     #[test]
     fn the_pauses_start_at_32_spin_hints_and_double_up_to_64() {
-        let pause = RetryPause::new();
+        let mut pause = RetryPause::new();
         let mut spins = Vec::new();
         for _ in 0..5 {
             spins.push(pause.next_spins());
