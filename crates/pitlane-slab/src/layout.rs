@@ -9,7 +9,8 @@
 //! 256    shard heads, 128 bytes apart (tagged index words; 128, not 64, because x86's
 //!        adjacent-line prefetcher moves cache lines in pairs)
 //! ...    attachment epochs, one u64 per attachment slot
-//! ...    lanes (intent records), LANES per attachment slot, 64 bytes each
+//! ...    lanes (intent records), LANES per attachment slot, 64 bytes each: the record, its
+//!        check, and (file-backed slabs) the mark of a record kept from a slot's previous holder
 //! ...    next links, one u32 per object
 //! ...    state words, one u64 per object: generation << 32 | owner tag (tag 0: not allocated)
 //! ...    objects, each `stride` bytes, aligned to max(alignment, 64)

@@ -23,6 +23,9 @@
 //! - **Lane** per thread of an attached process (`LANES` per attachment slot, one cache line
 //!   each): word 0 holds the intent (`kind | shard | index | generation`), word 1 a check of
 //!   word 0 (a torn or scribbled record is ignored). A thread claims an idle lane by a compare-exchange for each operation.
+//!   Word 2, in file-backed slabs, marks a record that the slot's holder kept from its
+//!   previous holder (it then equals word 0; see `ShmSlab::open`): a frozen record, which
+//!   recovery does not wait for as it waits for a live thread's.
 //!
 //! # Protocol
 //!
@@ -213,7 +216,8 @@ pub(crate) trait Words: Links<SLAB_INDEX_BITS> {
     fn bump_word(&self) -> &AtomicU64;
     /// The object the bump hands out `n`-th (`n < capacity()`).
     fn bumped(&self, n: u64) -> u32;
-    /// Word `k` (0 or 1) of lane `lane`.
+    /// Word `k` of lane `lane`: 0 or 1 (the record and its check), or 2 (the mark of a kept
+    /// record, file-backed slabs only).
     fn lane_word(&self, lane: usize, k: usize) -> &AtomicU64;
     /// Lanes per attachment slot.
     fn lanes_per_slot(&self) -> usize;
@@ -634,15 +638,21 @@ fn splice<W: Words>(w: &W, lane: usize, shard: usize, members: &[u32]) -> Result
 }
 
 /// Resolves the intents of `dead` lanes (see the module docs), using the caller's two lanes
-/// `mine` (claimed, busy). The caller excludes every other recoverer.
+/// `mine` (claimed, busy). The caller excludes every other recoverer. `frozen` are lanes of
+/// live holders that hold records no thread acts on until the caller's recovery ends (records
+/// a holder kept from its slot's previous holder, see `ShmSlab::open`): like the dead lanes,
+/// they are not waited for. Each object still goes back at most once: putting it back
+/// advances its generation, and a frozen record resolved later no longer matches it.
 pub(crate) fn resolve<W: Words>(
     w: &W,
     mine: [usize; 2],
     dead: &[DeadLane],
+    frozen: &[usize],
 ) -> Result<Resolved, Corrupt> {
     let (shards, capacity) = (w.shards(), w.capacity());
     let mut skip: HashSet<usize> = dead.iter().filter_map(|d| d.lane).collect();
     skip.extend(mine);
+    skip.extend(frozen);
     let intents: Vec<(usize, Intent)> = dead
         .iter()
         .enumerate()
@@ -987,7 +997,7 @@ impl Model {
             .map(|lane| DeadLane::read(self, lane))
             .collect();
         let mine = [0, 1].map(|k| acquire_lane(self, slot, k).expect("an idle lane"));
-        let resolved = resolve(self, mine, &dead)?;
+        let resolved = resolve(self, mine, &dead, &[])?;
         let owned = reclaim_owned(self, mine[1], 0, is_dead);
         for lane in mine {
             release_lane(self, lane);

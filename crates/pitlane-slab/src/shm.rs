@@ -51,7 +51,11 @@
 //! A record whose resolution is put off (a live thread still names its object) stays where
 //! it is, in either case, for a later recovery: in a dead slot, the next `recover()` or the
 //! slot's next holder looks again; in the attaching handle's own slot, the handle leaves that
-//! lane unused and its own `recover()` looks again (or, once it detached, any recovery).
+//! lane unused and its own `recover()` looks again (or, once it detached, any recovery). Such
+//! a kept record is marked in its lane (word 2 holds a copy of the record) while the
+//! recovery lock is held: other recoveries treat it as frozen, as a dead slot's records, and
+//! do not wait for it as for a live thread's (two holders whose kept records named one object
+//! would otherwise put off each other's resolution for as long as both stayed attached).
 //! Recoveries run one at a time: an open-file-description lock on byte `LOCK_BASE +
 //! MAX_ATTACHED` (waited for), plus a mutex for the threads sharing one handle. An attaching
 //! handle takes that lock too, after its slot's lock and before its first operation, so that
@@ -70,7 +74,7 @@ use std::sync::atomic::Ordering;
 use crate::layout::{
     Geometry, HEADER_BYTES, HeaderFault, LANES, MAGIC, MAX_ATTACHED, parse_header,
 };
-use crate::protocol::{self, DeadLane};
+use crate::protocol::{self, DeadLane, Words};
 use crate::region::Region;
 use crate::{Config, OpenError, Slab, SlabError};
 
@@ -719,7 +723,7 @@ impl ShmSlab {
         let Some((mine, borrowed)) = self.recovery_lanes(&inherited, &mut dead) else {
             return Err(SlabError::Corrupt("no idle intent record for recovery"));
         };
-        let resolved = protocol::resolve(&self.slab, mine, &dead);
+        let resolved = protocol::resolve(&self.slab, mine, &dead, &self.frozen_lanes());
         let mut cache = [None; MAX_ATTACHED];
         let mut failure = None;
         let owned = match resolved {
@@ -833,6 +837,44 @@ impl ShmSlab {
                         && DeadLane::read(&self.slab, lane).words == d.words
                 })
         });
+        self.mark_kept(inherited);
+    }
+
+    /// Marks the lanes of this handle's slot that hold a kept record of its previous holder
+    /// (`inherited`) as such, for the other handles' recoveries, and clears the mark of the
+    /// others: word 2 of a kept record's lane holds the record's word 0, that of any other
+    /// lane 0. Called under the recovery lock, before it is released, so that a recovery never
+    /// sees a mark that is out of date (a resolved record's lane may already be claimed again
+    /// by a thread of this handle).
+    fn mark_kept(&self, inherited: &[usize]) {
+        for lane in self.slot * LANES..(self.slot + 1) * LANES {
+            let record = if inherited.contains(&lane) {
+                self.slab.lane_word(lane, 0).load(Ordering::Acquire)
+            } else {
+                protocol::IDLE
+            };
+            self.slab
+                .lane_word(lane, 2)
+                .store(record, Ordering::Release);
+        }
+    }
+
+    /// The lanes of other slots that hold a record their holder kept from its slot's previous
+    /// holder (marked by [`ShmSlab::mark_kept`]: word 2 equals word 0). Such a record is frozen
+    /// for as long as the caller holds the recovery lock (its lane is never claimed; only its
+    /// holder's recovery, or one that finds the slot dead, resolves it), so a recovery must
+    /// not wait for it as for a live thread's: two holders whose kept records name one object
+    /// would otherwise put off each other's resolution for as long as both are attached.
+    fn frozen_lanes(&self) -> Vec<usize> {
+        let own = self.slot * LANES..(self.slot + 1) * LANES;
+        (0..LANES * MAX_ATTACHED)
+            .filter(|lane| !own.contains(lane))
+            .filter(|&lane| {
+                let mark = self.slab.lane_word(lane, 2).load(Ordering::Acquire);
+                mark != protocol::IDLE
+                    && self.slab.lane_word(lane, 0).load(Ordering::Acquire) == mark
+            })
+            .collect()
     }
 
     /// Resolves what the previous holder of this handle's slot left in its lanes.
@@ -859,13 +901,15 @@ impl ShmSlab {
             .filter(|d| d.words[0] != protocol::IDLE)
             .collect();
         if dead.is_empty() {
+            self.mark_kept(&[]);
             return Ok(());
         }
         *inherited = dead.iter().map(|d| d.id).collect();
         let Some((mine, borrowed)) = self.recovery_lanes(&inherited, &mut dead) else {
+            self.mark_kept(&inherited);
             return Err(SlabError::Corrupt("no idle intent record for recovery"));
         };
-        let resolved = protocol::resolve(&self.slab, mine, &dead);
+        let resolved = protocol::resolve(&self.slab, mine, &dead, &self.frozen_lanes());
         let kept = resolved.as_ref().ok().map(|r| r.kept.as_slice());
         self.return_recovery_lanes(mine, &borrowed, &dead, kept, &mut inherited);
         resolved.map(|_| ()).map_err(|e| SlabError::Corrupt(e.0))

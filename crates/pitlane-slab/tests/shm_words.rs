@@ -452,6 +452,175 @@ fn a_cyclic_free_list_and_a_reset_bump_word_never_hand_an_object_out_twice() {
     let _ = slab.recover();
 }
 
+/// Who names the lost object, beside the dead process's record, when the next handles attach.
+#[derive(Clone, Copy, Debug)]
+enum Namer {
+    /// A second process killed in the same instant, attached in slot 2, that had announced an
+    /// operation on the same object: its dead record is seen from slot 1 as another slot's.
+    DeadPeer,
+    /// A thread of a live handle (slot 3), descheduled after announcing an operation on the
+    /// object, that moves on once both new handles attached.
+    LivePeer,
+}
+
+/// Two slots each keep, at attach, a record of their previous holder naming the same lost
+/// object: the record of the dead process in slot 1 (as `leave_dead_record` leaves it) and, in
+/// slot 2, a record naming the same object (a thread of a second dead process that announced
+/// an operation on it). When the new holders of slots 1 and 2 attach, each resolution is put
+/// off (`namer` names the object meanwhile), so each keeps its record. Once nothing else names
+/// the object, each holder's `recover()` must put it back, exactly once: a kept record is
+/// frozen (its lane is never claimed), so it must not stop another recovery the way a live
+/// thread's record does, or each holder's record stops the other's recovery for as long as
+/// both are attached, and the object stays lost.
+fn records_kept_in_two_slots(kind: Kind, namer: Namer) {
+    let dir = Scratch::new("kept-in-two-slots");
+    let path = dir.path("s");
+    let config = Config::new(16, 1).with_shards(2);
+    let off = offsets(&config);
+    let survivor = ShmSlab::create(&path, config).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let victim = ShmSlab::open(&path, config).unwrap();
+    let second = ShmSlab::open(&path, config).unwrap();
+    let live = ShmSlab::open(&path, config).unwrap();
+    assert_eq!(
+        (survivor.slot(), victim.slot(), second.slot(), live.slot()),
+        (0, 1, 2, 3)
+    );
+    let word = leave_dead_record(kind, &file, &victim, &off);
+    let index = (word >> 31 & 0xff_ffff) as u32;
+    // The second process's thread had announced the same operation (a `Pop` of the object at
+    // the record's generation for `Pop` and `Push`, the same `Bump` for `Bump`).
+    let (named, named_check) = match kind {
+        Kind::Bump => intent(Kind::Bump, 0, 0, 0),
+        _ => intent(
+            Kind::Pop,
+            word >> 55 & 0x3f,
+            index,
+            word as u32 & 0x7fff_ffff,
+        ),
+    };
+    let second_at = off.lanes_at + LANE_STRIDE * (second.slot() as u64 * LANES);
+    write_u64(&file, second_at, named);
+    write_u64(&file, second_at + 8, named_check);
+    let live_at = off.lanes_at + LANE_STRIDE * (live.slot() as u64 * LANES + 5);
+    if let Namer::LivePeer = namer {
+        write_u64(&file, live_at, named);
+        write_u64(&file, live_at + 8, named_check);
+    }
+    drop(victim); // SIGKILL, both: the locks go, the words stay
+    drop(second);
+    let one = ShmSlab::open(&path, config).unwrap();
+    let two = ShmSlab::open(&path, config).unwrap();
+    assert_eq!((one.slot(), two.slot()), (1, 2), "{kind:?}, {namer:?}");
+    // The live thread moves on.
+    write_u64(&file, live_at, 0);
+    write_u64(&file, live_at + 8, 0);
+    let first = one.recover().unwrap();
+    let then = two.recover().unwrap();
+    let report = survivor.check();
+    assert!(
+        report.is_consistent() && report.free_listed == 1,
+        "{kind:?} record kept at attach by two slots (named by a {namer:?}), then both \
+         holders recovered ({first:?}, {then:?}): the object is lost or listed twice\n{report}"
+    );
+    // The one object is handed out once, and then the slab is empty (not corrupt).
+    let id = survivor.try_alloc().unwrap().expect("the object");
+    assert_eq!(survivor.owner_of(id).unwrap(), Some(survivor.owner_tag()));
+    assert_eq!(survivor.try_alloc(), Ok(None), "{kind:?}, {namer:?}");
+    drop(live);
+}
+
+/// Records that two attached handles kept from their slots' previous holders, naming the same
+/// object, do not stop each other's recovery: the holders' `recover()` puts the object back
+/// once.
+#[test]
+fn records_kept_in_two_slots_do_not_stop_each_others_recovery() {
+    for kind in [Kind::Bump, Kind::Pop, Kind::Push] {
+        for namer in [Namer::DeadPeer, Namer::LivePeer] {
+            records_kept_in_two_slots(kind, namer);
+        }
+    }
+}
+
+/// A holder killed with all 16 lanes of its slot holding records that name a lost object
+/// while a live thread names it too: the next holder of the slot keeps all 16 records and has
+/// no lane of its own. Its allocs and frees still complete (unannounced, after a bounded wait
+/// for a lane), and its `recover()`, once the live thread has moved on, borrows two of the
+/// kept records' lanes, puts the object back once and leaves every lane idle.
+#[test]
+fn a_holder_that_kept_all_sixteen_records_still_allocates_frees_and_recovers() {
+    let dir = Scratch::new("all-lanes-kept");
+    let path = dir.path("s");
+    let config = Config::new(16, 4).with_shards(2);
+    let off = offsets(&config);
+    let survivor = ShmSlab::create(&path, config).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let victim = ShmSlab::open(&path, config).unwrap();
+    let live = ShmSlab::open(&path, config).unwrap();
+    let word = leave_dead_record(Kind::Pop, &file, &victim, &off);
+    let first_at = off.lanes_at + LANE_STRIDE * (victim.slot() as u64 * LANES);
+    let check = read_u64(&file, first_at + 8);
+    for k in 1..LANES {
+        write_u64(&file, first_at + LANE_STRIDE * k, word);
+        write_u64(&file, first_at + LANE_STRIDE * k + 8, check);
+    }
+    let slot = victim.slot();
+    drop(victim);
+    let live_at = off.lanes_at + LANE_STRIDE * (live.slot() as u64 * LANES + 5);
+    write_u64(&file, live_at, word);
+    write_u64(&file, live_at + 8, check);
+    let next = ShmSlab::open(&path, config).unwrap();
+    assert_eq!(next.slot(), slot);
+    for k in 0..LANES {
+        assert_eq!(
+            read_u64(&file, first_at + LANE_STRIDE * k),
+            word,
+            "lane {k} kept"
+        );
+    }
+    let start = std::time::Instant::now();
+    let ids: Vec<ObjectId> = (0..3)
+        .map(|_| next.alloc().expect("a fresh object"))
+        .collect();
+    for id in ids {
+        next.free(id).unwrap();
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    // Nothing was announced over the kept records.
+    for k in 0..LANES {
+        assert_eq!(
+            read_u64(&file, first_at + LANE_STRIDE * k),
+            word,
+            "lane {k} kept"
+        );
+    }
+    write_u64(&file, live_at, 0);
+    write_u64(&file, live_at + 8, 0);
+    let recovered = next.recover().unwrap();
+    assert_eq!((recovered.in_flight, recovered.deferred), (1, 0));
+    for k in 0..LANES {
+        assert_eq!(
+            read_u64(&file, first_at + LANE_STRIDE * k),
+            0,
+            "lane {k} idle"
+        );
+    }
+    let report = survivor.check();
+    assert!(
+        report.is_consistent() && report.free_listed == 4,
+        "{recovered:?}\n{report}"
+    );
+    drop(live);
+}
+
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
 extern crate pitlane_alloc;
