@@ -1522,6 +1522,59 @@ mod tests {
         );
     }
 
+    /// An allocation inside a `pthread_setspecific` that is then refused (served from the heap
+    /// the thread had just taken, which the refusal gives back): the block stays usable, and
+    /// the thread, heapless and unarmed, frees it as a remote free published at once into the
+    /// given-back heap's page, not held back in a batch no exit flush would publish.
+    #[test]
+    fn a_block_taken_inside_a_refused_pthread_setspecific_is_freed_into_the_given_back_heap() {
+        const CLASS: usize = 5;
+        thread_local! {
+            static NESTED: Cell<usize> = const { Cell::new(0) };
+        }
+        fn allocate_before_the_refusal() {
+            // SAFETY: the calling thread's heap (the one it just took).
+            let block = unsafe { alloc_small(thread_heap(), CLASS) };
+            assert!(!block.is_null());
+            NESTED.with(|n| n.set(block.expose_provenance()));
+        }
+        let seen = pitlane_testkit::stress::run_threads(1, |_| {
+            REFUSE_KEY_VALUE.with(|r| r.set(true));
+            ALLOC_IN_KEY_VALUE.with(|r| r.set(Some(allocate_before_the_refusal)));
+            // SAFETY: this thread has the empty heap.
+            let first = unsafe { alloc_small(thread_heap(), CLASS) };
+            assert!(!first.is_null());
+            let nested = ptr::with_exposed_provenance_mut::<u8>(NESTED.with(Cell::get));
+            assert!(
+                !nested.is_null(),
+                "the allocation inside the call did not run"
+            );
+            let heapless = ptr::eq(thread_heap(), empty_heap());
+            let from_other_heap = !ptr::eq(owner_of(nested), owner_of(first));
+            // SAFETY: the block is live and ours to write.
+            unsafe { nested.write_bytes(0xa5, 8) };
+            // SAFETY: a live small block of ours, freed once.
+            unsafe { free_small(thread_heap(), nested) };
+            let held_back = BATCHES.with(|s| !s[batch_slot(nested)].get().page.is_null());
+            // SAFETY: as above.
+            unsafe { free_small(thread_heap(), first) };
+            (heapless, from_other_heap, held_back, ARMED.with(Cell::get))
+        });
+        let (heapless, from_other_heap, held_back, armed) = seen[0];
+        assert!(
+            heapless,
+            "the thread kept a heap though its key value was refused"
+        );
+        assert!(
+            from_other_heap,
+            "the nested block is not from the heap the refusal gave back"
+        );
+        assert!(
+            !held_back && !armed,
+            "the free of the nested block was held back by a thread whose exit flush never runs"
+        );
+    }
+
     /// The fork handlers' retry in a heapless thread's first allocation may allocate (glibc's
     /// `pthread_atfork` does, through us under the C shim). That allocation must be served
     /// from the heap the thread takes, not make it take one of its own: the thread would then
