@@ -1383,6 +1383,16 @@ mod tests {
         static RETRY_BLOCK_OWNER: Cell<usize> = const { Cell::new(0) };
     }
 
+    /// A block of `size` bytes from `owned`, another heap than any test thread's (a free of it
+    /// from such a thread is remote), and its exposed address for those threads.
+    fn block_of(owned: &crate::Heap, size: usize) -> (core::ptr::NonNull<u8>, usize) {
+        let layout = core::alloc::Layout::from_size_align(size, 8).unwrap();
+        let block = allocator_api2::alloc::Allocator::allocate(&owned, layout)
+            .unwrap()
+            .cast::<u8>();
+        (block, block.as_ptr().expose_provenance())
+    }
+
     /// The heap that owns the small block at `block`.
     fn owner_of(block: *mut u8) -> *mut HeapCore {
         // SAFETY: a live small block of ours, whose page descriptor `page_of` finds.
@@ -1401,11 +1411,7 @@ mod tests {
     fn a_thread_whose_key_value_is_refused_keeps_no_heap_and_holds_back_no_remote_free() {
         const CLASS: usize = 2;
         let owned = crate::Heap::new();
-        let layout = core::alloc::Layout::from_size_align(24, 8).unwrap();
-        let remote = allocator_api2::alloc::Allocator::allocate(&&owned, layout)
-            .unwrap()
-            .cast::<u8>();
-        let remote_addr = remote.as_ptr().expose_provenance();
+        let (remote, remote_addr) = block_of(&owned, 24);
         // Threads of pthread_create's: nothing allocates on them before the body starts (a
         // std thread may, under `--cfg pitlane_alloc_global`). This one's key value is
         // refused to its end.
@@ -1489,11 +1495,7 @@ mod tests {
             assert!(!block.is_null());
         }
         let owned = crate::Heap::new();
-        let layout = core::alloc::Layout::from_size_align(64, 8).unwrap();
-        let remote = allocator_api2::alloc::Allocator::allocate(&&owned, layout)
-            .unwrap()
-            .cast::<u8>();
-        let remote_addr = remote.as_ptr().expose_provenance();
+        let (_, remote_addr) = block_of(&owned, 64);
         let key = key().expect("the allocator has its key");
         let seen = pitlane_testkit::stress::run_threads(1, |_| {
             assert!(

@@ -100,6 +100,29 @@ fn head_of(file: &File, shard: u64) -> Head {
     Head::from_bits(read_u64(file, HEADS_AT + HEAD_STRIDE * shard))
 }
 
+/// The slab file at `path`, opened for reading and writing its words directly.
+fn open_words(path: &std::path::Path) -> File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+/// Writes an intent record (`word`, `check`) into the lane at byte `at`.
+fn write_record(file: &File, at: u64, (word, check): (u64, u64)) {
+    write_u64(file, at, word);
+    write_u64(file, at + 8, check);
+}
+
+/// The slab's one object is handed out once to `survivor`, and then the slab is empty (not
+/// corrupt).
+fn assert_one_object_handed_out_once(survivor: &ShmSlab, what: &str) {
+    let id = survivor.try_alloc().unwrap().expect("the object");
+    assert_eq!(survivor.owner_of(id).unwrap(), Some(survivor.owner_tag()));
+    assert_eq!(survivor.try_alloc(), Ok(None), "{what}");
+}
+
 /// Leaves the words of the one-object slab behind `file` as `victim` (a handle of this test
 /// process) would leave them if it were killed in the middle of an alloc or a free of object 0:
 /// the object lost (handed out, neither listed nor owned) and a valid `kind` record naming it
@@ -142,8 +165,7 @@ fn leave_dead_record(kind: Kind, file: &File, victim: &ShmSlab, off: &Offsets) -
             }
         }
     };
-    write_u64(file, lane_at, word);
-    write_u64(file, lane_at + 8, check);
+    write_record(file, lane_at, (word, check));
     word
 }
 
@@ -175,11 +197,7 @@ fn dead_record_then_reclaim_lost(kind: Kind, then: Then) {
     let off = offsets(&config);
     let mut survivor = ShmSlab::create(&path, config).unwrap();
     assert_eq!(survivor.layout().0 as u64, off.objects_at);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let file = open_words(&path);
     let victim = ShmSlab::open(&path, config).unwrap();
     let slot = victim.slot() as u64;
     let word = leave_dead_record(kind, &file, &victim, &off);
@@ -210,10 +228,7 @@ fn dead_record_then_reclaim_lost(kind: Kind, then: Then) {
         report.is_consistent() && report.free_listed == 1,
         "{kind:?} record, reclaim_lost, then {what}: the object is listed twice\n{report}"
     );
-    // The one object is handed out once, and then the slab is empty (not corrupt).
-    let id = survivor.try_alloc().unwrap().expect("the object");
-    assert_eq!(survivor.owner_of(id).unwrap(), Some(survivor.owner_tag()));
-    assert_eq!(survivor.try_alloc(), Ok(None), "{kind:?}, then {what}");
+    assert_one_object_handed_out_once(&survivor, &format!("{kind:?}, then {what}"));
 }
 
 /// `Slab::reclaim_lost` advances the generation of each object it puts back, so that the dead
@@ -284,11 +299,7 @@ fn record_put_off_at_attach(kind: Kind, later: Later, rest: Rest) {
     let config = Config::new(16, 1).with_shards(2);
     let off = offsets(&config);
     let survivor = ShmSlab::create(&path, config).unwrap();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let file = open_words(&path);
     let victim = ShmSlab::open(&path, config).unwrap();
     let live = ShmSlab::open(&path, config).unwrap();
     let slot = victim.slot();
@@ -303,8 +314,7 @@ fn record_put_off_at_attach(kind: Kind, later: Later, rest: Rest) {
     };
     if let Some((w0, w1)) = filler {
         for k in 1..LANES {
-            write_u64(&file, first_at + LANE_STRIDE * k, w0);
-            write_u64(&file, first_at + LANE_STRIDE * k + 8, w1);
+            write_record(&file, first_at + LANE_STRIDE * k, (w0, w1));
         }
     }
     drop(victim); // SIGKILL: the lock goes, the words stay
@@ -318,8 +328,7 @@ fn record_put_off_at_attach(kind: Kind, later: Later, rest: Rest) {
         word as u32 & 0x7fff_ffff,
     );
     let live_lane_at = off.lanes_at + LANE_STRIDE * (live.slot() as u64 * LANES + 5);
-    write_u64(&file, live_lane_at, named);
-    write_u64(&file, live_lane_at + 8, named_check);
+    write_record(&file, live_lane_at, (named, named_check));
     let next = ShmSlab::open(&path, config).unwrap();
     assert_eq!(
         next.slot(),
@@ -327,8 +336,7 @@ fn record_put_off_at_attach(kind: Kind, later: Later, rest: Rest) {
         "{kind:?}: the next handle takes the dead slot"
     );
     // The live thread moves on (its pop lost the race: the object was not on the list).
-    write_u64(&file, live_lane_at, 0);
-    write_u64(&file, live_lane_at + 8, 0);
+    write_record(&file, live_lane_at, (0, 0));
     let recovered = match later {
         Later::Holder => next.recover().unwrap(),
         Later::Survivor => {
@@ -350,10 +358,7 @@ fn record_put_off_at_attach(kind: Kind, later: Later, rest: Rest) {
         let at = off.lanes_at + LANE_STRIDE * lane;
         assert_eq!(read_u64(&file, at), 0, "{what}: lane {lane}");
     }
-    // The one object is handed out once, and then the slab is empty (not corrupt).
-    let id = survivor.try_alloc().unwrap().expect("the object");
-    assert_eq!(survivor.owner_of(id).unwrap(), Some(survivor.owner_tag()));
-    assert_eq!(survivor.try_alloc(), Ok(None), "{what}");
+    assert_one_object_handed_out_once(&survivor, &what);
 }
 
 /// An attaching handle whose resolution of the dead slot's records is put off (a live thread
@@ -390,11 +395,7 @@ fn a_cyclic_free_list_and_a_reset_bump_word_never_hand_an_object_out_twice() {
     let config = Config::new(16, 6).with_shards(1);
     let off = offsets(&config);
     let slab = ShmSlab::create(&path, config).unwrap();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let file = open_words(&path);
     let a = slab.alloc().unwrap();
     let b = slab.alloc().unwrap();
     slab.free(a).unwrap();
@@ -478,11 +479,7 @@ fn records_kept_in_two_slots(kind: Kind, namer: Namer) {
     let config = Config::new(16, 1).with_shards(2);
     let off = offsets(&config);
     let survivor = ShmSlab::create(&path, config).unwrap();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let file = open_words(&path);
     let victim = ShmSlab::open(&path, config).unwrap();
     let second = ShmSlab::open(&path, config).unwrap();
     let live = ShmSlab::open(&path, config).unwrap();
@@ -504,12 +501,10 @@ fn records_kept_in_two_slots(kind: Kind, namer: Namer) {
         ),
     };
     let second_at = off.lanes_at + LANE_STRIDE * (second.slot() as u64 * LANES);
-    write_u64(&file, second_at, named);
-    write_u64(&file, second_at + 8, named_check);
+    write_record(&file, second_at, (named, named_check));
     let live_at = off.lanes_at + LANE_STRIDE * (live.slot() as u64 * LANES + 5);
     if let Namer::LivePeer = namer {
-        write_u64(&file, live_at, named);
-        write_u64(&file, live_at + 8, named_check);
+        write_record(&file, live_at, (named, named_check));
     }
     drop(victim); // SIGKILL, both: the locks go, the words stay
     drop(second);
@@ -517,8 +512,7 @@ fn records_kept_in_two_slots(kind: Kind, namer: Namer) {
     let two = ShmSlab::open(&path, config).unwrap();
     assert_eq!((one.slot(), two.slot()), (1, 2), "{kind:?}, {namer:?}");
     // The live thread moves on.
-    write_u64(&file, live_at, 0);
-    write_u64(&file, live_at + 8, 0);
+    write_record(&file, live_at, (0, 0));
     let first = one.recover().unwrap();
     let then = two.recover().unwrap();
     let report = survivor.check();
@@ -527,10 +521,7 @@ fn records_kept_in_two_slots(kind: Kind, namer: Namer) {
         "{kind:?} record kept at attach by two slots (named by a {namer:?}), then both \
          holders recovered ({first:?}, {then:?}): the object is lost or listed twice\n{report}"
     );
-    // The one object is handed out once, and then the slab is empty (not corrupt).
-    let id = survivor.try_alloc().unwrap().expect("the object");
-    assert_eq!(survivor.owner_of(id).unwrap(), Some(survivor.owner_tag()));
-    assert_eq!(survivor.try_alloc(), Ok(None), "{kind:?}, {namer:?}");
+    assert_one_object_handed_out_once(&survivor, &format!("{kind:?}, {namer:?}"));
     drop(live);
 }
 
@@ -558,25 +549,19 @@ fn a_holder_that_kept_all_sixteen_records_still_allocates_frees_and_recovers() {
     let config = Config::new(16, 4).with_shards(2);
     let off = offsets(&config);
     let survivor = ShmSlab::create(&path, config).unwrap();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let file = open_words(&path);
     let victim = ShmSlab::open(&path, config).unwrap();
     let live = ShmSlab::open(&path, config).unwrap();
     let word = leave_dead_record(Kind::Pop, &file, &victim, &off);
     let first_at = off.lanes_at + LANE_STRIDE * (victim.slot() as u64 * LANES);
     let check = read_u64(&file, first_at + 8);
     for k in 1..LANES {
-        write_u64(&file, first_at + LANE_STRIDE * k, word);
-        write_u64(&file, first_at + LANE_STRIDE * k + 8, check);
+        write_record(&file, first_at + LANE_STRIDE * k, (word, check));
     }
     let slot = victim.slot();
     drop(victim);
     let live_at = off.lanes_at + LANE_STRIDE * (live.slot() as u64 * LANES + 5);
-    write_u64(&file, live_at, word);
-    write_u64(&file, live_at + 8, check);
+    write_record(&file, live_at, (word, check));
     let next = ShmSlab::open(&path, config).unwrap();
     assert_eq!(next.slot(), slot);
     for k in 0..LANES {
@@ -602,8 +587,7 @@ fn a_holder_that_kept_all_sixteen_records_still_allocates_frees_and_recovers() {
             "lane {k} kept"
         );
     }
-    write_u64(&file, live_at, 0);
-    write_u64(&file, live_at + 8, 0);
+    write_record(&file, live_at, (0, 0));
     let recovered = next.recover().unwrap();
     assert_eq!((recovered.in_flight, recovered.deferred), (1, 0));
     for k in 0..LANES {
