@@ -1143,6 +1143,22 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
         true
     }
 
+    /// If the collected batch is full, releases the lock, wakes the batch and takes the lock
+    /// back, returning `true`: the caller then reads again what it read under the lock. So a
+    /// remover that is about to serve a waiter can wake the batch ahead of it first, as tokio's
+    /// wake lists do (they take a waiter only when there is room for its waker), and a waker of
+    /// that batch never finds the waiter already served. If a waker panics, the rest of the
+    /// batch is dropped unwoken, the lock is taken back, and the panic goes on.
+    #[inline]
+    pub(crate) fn make_room(&mut self) -> bool {
+        if self.wakers.is_full() {
+            self.flush(None);
+            true
+        } else {
+            false
+        }
+    }
+
     /// Queues `waker` to be woken after the lock is released (releasing the lock to wake a
     /// full batch first).
     ///

@@ -14,6 +14,9 @@
 //!   the lock, give permits to the head waiter: a waiter whose request is met is dequeued and
 //!   woken once the lock is released (the last one's dequeue puts what is left into the state
 //!   in the same swap that empties the queue); a waiter that gets only part keeps its place.
+//!   Wakers are collected in batches of 32: once a batch is full, it is woken with the lock
+//!   released before the next head is given anything (as tokio's release does), so a waiter
+//!   polled or dropped from one of those wakers is still waiting, with nothing given.
 //! - A queued acquire that is cancelled (its future dropped) leaves the queue under the lock
 //!   and releases the permits it had been given so far, which go to the next waiters.
 //! - Close: under the lock, set the closed bit, draining the queue if tasks wait; each drained
@@ -799,6 +802,12 @@ fn release_locked(locked: &mut Locked<'_, Acquirer>, mut rem: usize) -> Result<(
             Ok(_) => return Ok(()),
             Err(Some(_)) => return Err(rem),
             Err(None) => {}
+        }
+        // A full batch of served waiters is woken (with the lock released) before the head
+        // is given anything, as tokio's release does: a waker of that batch finds the head
+        // still waiting, with nothing given. The queue may have changed meanwhile: read again.
+        if locked.make_room() {
+            continue;
         }
         let Some(head) = locked.front() else { continue };
         let lacking = head.remaining.load(Ordering::Relaxed);
