@@ -160,6 +160,13 @@ impl Drop for Inside {
     }
 }
 
+/// Whether the calling thread is inside an era (for the unit tests' checks).
+#[cfg(all(test, not(pitlane_loom)))]
+pub(crate) fn is_inside() -> bool {
+    let era = word().load(Ordering::Relaxed);
+    era != OUTSIDE && era != UNREGISTERED
+}
+
 /// Runs the call `f` inside the current era, or hands it to `pinned` where the thread cannot
 /// announce (no seat, or no process-wide barrier): enter, `f`, leave, shaped for the fast
 /// path. The common case, a registered thread not inside another call, is the only one

@@ -150,7 +150,10 @@
 //! mebibyte) or in their grace periods. Plain calls do not drive the epoch (only pins collect, every
 //! 128), so each retirement flushes its thread's deferred functions and advances the epoch
 //! itself: one step, or six for segments of 256 KiB or more, which then come back within
-//! about one retirement.
+//! about one retirement. A flush runs whatever deferred functions of the epoch's users have
+//! expired, which is user code (any of them may reach a handle of the popping thread and
+//! release it), so the pop that retires a segment reads no segment after that: its attempt
+//! ends, and the next one is protected afresh.
 //! Under `cfg(pitlane_loom)` retired segments are kept in limbo until the queue is dropped, and
 //! every call pins a stand-in, so that loom checks the cell protocol and the segment hand-off
 //! without the reclamation machinery, which loom cannot model (the era protocol is checked by
@@ -266,6 +269,16 @@ mod reclaim {
     fn pinned<R>(f: impl FnOnce() -> R) -> R {
         let _guard = pin();
         f()
+    }
+
+    /// Whether the calling thread is pinned, through this module's registration or through
+    /// crossbeam's own (for the unit tests' check that no pop reads a segment unprotected).
+    #[cfg(test)]
+    pub(super) fn is_pinned() -> bool {
+        LOCAL
+            .try_with(crossbeam_epoch::LocalHandle::is_pinned)
+            .unwrap_or(false)
+            || crossbeam_epoch::is_pinned()
     }
 }
 
@@ -638,6 +651,16 @@ enum Slow<T> {
     Revoked(T),
 }
 
+/// What [`Queue::advance_head`] did.
+enum Advance {
+    /// The segment has no successor: the queue is empty.
+    Last,
+    /// Another pop moved `head` on (and retires the segment).
+    Moved,
+    /// This call moved `head` on and retired the segment.
+    Retired,
+}
+
 /// Why a protected pop attempt returned no item.
 enum Miss<T> {
     /// What the public call reports.
@@ -648,11 +671,20 @@ enum Miss<T> {
     /// handle, or run operations through it) and must not do so in the middle of an
     /// operation that still reads segments.
     Revoked(T),
+    /// It moved `head` off an exhausted segment and retired that segment, and took nothing.
+    /// A retirement hands segments to the epoch and flushes the thread's deferred functions,
+    /// which runs every expired function of every user of crossbeam-epoch's default collector
+    /// (`Guard::defer` is a safe call): user code, which may reach this very handle and
+    /// release it, dropping the pin the attempt stands on. So the attempt reads no segment
+    /// after a retirement: it ends there, and the caller tries again under a protection of
+    /// its own (the handle pins again if it was released).
+    Retired,
 }
 
 impl<T> Miss<T> {
     /// Runs protected pop `attempt`s until one takes an item or fails, dropping each revoked
-    /// value an attempt hands out in between, after its protection has ended.
+    /// value an attempt hands out in between, after its protection has ended, and starting
+    /// again after an attempt that retired a segment.
     #[inline(always)]
     fn retry_past_revoked(mut attempt: impl FnMut() -> Result<T, Self>) -> Result<T, PopError> {
         loop {
@@ -660,6 +692,7 @@ impl<T> Miss<T> {
                 Ok(item) => return Ok(item),
                 Err(Miss::Error(error)) => return Err(error),
                 Err(Miss::Revoked(dead)) => drop(dead),
+                Err(Miss::Retired) => {}
             }
         }
     }
@@ -820,11 +853,19 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// One attempt of [`try_pop`](Self::try_pop) for a thread that is protected (pinned, or
-    /// inside an era) for the whole call. It runs no user code: a revoked value it passes is
-    /// handed out to be dropped after the protection ends ([`Miss::Revoked`]).
+    /// inside an era) for the whole call. It runs no user code while it reads segments: a
+    /// revoked value it passes is handed out to be dropped after the protection ends
+    /// ([`Miss::Revoked`]), and a retirement, which runs expired deferred functions of the
+    /// epoch's other users, ends the attempt ([`Miss::Retired`]).
     #[inline]
     fn try_pop_protected(&self) -> Result<T, Miss<T>> {
         loop {
+            // The unit tests check the rule every load of `head` below rests on.
+            #[cfg(all(test, not(pitlane_loom)))]
+            assert!(
+                reclaim::is_pinned() || crate::era::is_inside(),
+                "a pop reads the queue's segments neither pinned nor inside an era"
+            );
             let segment_ptr = self.head.load(Ordering::Acquire);
             if segment_ptr.is_null() {
                 // Nothing was ever pushed (a push makes segment 0 before it takes a ticket).
@@ -834,10 +875,12 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             let segment = unsafe { &*segment_ptr };
             let ticket = segment.deq.load(Ordering::SeqCst);
             let Some(cell) = segment.cell(ticket) else {
-                if self.advance_head(segment_ptr) {
-                    continue;
+                match self.advance_head(segment_ptr) {
+                    Advance::Moved => continue,
+                    // No segment may be read after the retirement ran user code.
+                    Advance::Retired => return Err(Miss::Retired),
+                    Advance::Last => return Err(Miss::Error(PopError::Empty)),
                 }
-                return Err(Miss::Error(PopError::Empty));
             };
             let state = cell.state.load(Ordering::Acquire);
             if state == FULL {
@@ -1336,14 +1379,15 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     }
 
     /// Every cell of the head segment has been handed to a pop. Move `head` to the successor
-    /// and retire the old segment; `false` if there is no successor (the queue is empty).
+    /// and retire the old segment if this call moved it (which may run user code: see
+    /// [`Miss::Retired`]); [`Advance::Last`] if there is no successor (the queue is empty).
     #[cold]
-    fn advance_head(&self, segment_ptr: *mut Segment<T, SEGMENT>) -> bool {
+    fn advance_head(&self, segment_ptr: *mut Segment<T, SEGMENT>) -> Advance {
         // SAFETY: read from `head` while protected.
         let segment = unsafe { &*segment_ptr };
         let next = segment.link.next.load(Ordering::SeqCst);
         if next.is_null() {
-            return false;
+            return Advance::Last;
         }
         // A retired segment must be unreachable, so `tail` may not stay on it.
         let _ = self
@@ -1357,8 +1401,9 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             // SAFETY: neither `head` nor `tail` names the segment any more, and only the thread
             // whose CAS moved `head` off it retires it.
             unsafe { self.retire(segment_ptr) };
+            return Advance::Retired;
         }
-        true
+        Advance::Moved
     }
 
     /// Recycles an unlinked segment once no thread can touch it: first the plain calls that
@@ -1604,9 +1649,11 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// [`REFRESH_EVERY`] operations.
     ///
     /// The pin must stay, unmoved, until `f` returns. Only `release` and the renewal touch it,
-    /// and `f` cannot reach either: it runs no user code (a pop hands a revoked value it passes
-    /// out, to be dropped after `f` returns; a push moves values without dropping or cloning
-    /// them).
+    /// and `f` cannot reach either while it still reads segments: it runs no user code until
+    /// then (a pop hands a revoked value it passes out, to be dropped after `f` returns; a push
+    /// moves values without dropping or cloning them), but a pop that retires a segment runs
+    /// other users' expired deferred functions, which may reach this handle, and so reads no
+    /// segment after that and returns ([`Miss::Retired`]).
     #[inline(always)]
     fn pinned<R>(&self, f: impl FnOnce() -> R) -> R {
         let done = self.operations.get().wrapping_add(1);
@@ -1722,9 +1769,10 @@ impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
         Handle::try_pop(self)
     }
 
-    /// Unpins; the next operation pins again. (No operation of the handle is running when
-    /// this is called: operations run no user code; a pop drops the revoked values it passes
-    /// between two attempts.)
+    /// Unpins; the next operation pins again. (No operation of the handle that still reads a
+    /// segment is running when this is called: operations run no user code, but for a pop's
+    /// retirement, which runs expired deferred functions and then ends its attempt; a pop
+    /// drops the revoked values it passes between two attempts.)
     fn release(&self) {
         *self.guard.borrow_mut() = None;
     }
@@ -2060,6 +2108,71 @@ mod tests {
     /// Taken by the tests that hold an era on purpose for a while, so that one of them never
     /// sees the other's stalled call as a plain call of its own queue's users.
     static ERA_HOLDERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// A pop that retires a segment hands it to the epoch and flushes the thread's deferred
+    /// functions, which runs whatever functions of any user of crossbeam-epoch's default
+    /// collector have expired (`Guard::defer` is safe): user code, in the middle of the pop.
+    /// Here such a function reaches the popping thread's handle (a thread-local) and releases
+    /// it, dropping the pin the pop stands on. The rest of the pop must not read a segment
+    /// unpinned: the check at the top of `try_pop_protected`'s loop sees to it.
+    #[test]
+    fn a_handle_released_by_a_deferred_function_that_a_retirement_runs_leaves_no_read_unpinned() {
+        use core::cell::Cell as StdCell;
+        use std::sync::atomic::AtomicUsize as Count;
+
+        /// 32 KiB values in 32-cell segments: a segment is a mebibyte, so each retirement
+        /// tries to move segments out of limbo (and on to the epoch) at once.
+        type Value = [u64; 4096];
+        static QUEUE: Queue<Value, 32> = Queue::with_segment_size();
+        std::thread_local! {
+            static HANDLE: Handle<'static, Value, 32> = QUEUE.handle();
+            static IN_POP: StdCell<bool> = const { StdCell::new(false) };
+        }
+        /// Deferred functions that ran inside one of the test thread's pops.
+        static HITS: Count = Count::new(0);
+
+        let _alone = ERA_HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+        std::thread::Builder::new()
+            .stack_size(16 << 20)
+            .spawn(|| {
+                for attempt in 0..2000_u64 {
+                    // Fill segment `n` and start segment `n + 1`, then pop the segment through
+                    // the handle, released (unpinned) beforehand: the last pop of segment `n`
+                    // retires it.
+                    (0..33).for_each(|i| QUEUE.push([attempt * 64 + i; 4096]));
+                    HANDLE.with(BagHandle::release);
+                    // A function that expires within the next two advances of the epoch: the
+                    // pops' pin comes after this flush's advance, and the retirement's flush
+                    // advances again and runs it (unless some other collection got there
+                    // first, or another test's thread holds the epoch back: then try again).
+                    let guard = crossbeam_epoch::pin();
+                    guard.defer(|| {
+                        if IN_POP.with(StdCell::get) {
+                            HANDLE.with(BagHandle::release);
+                            HITS.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                    guard.flush();
+                    drop(guard);
+                    IN_POP.with(|p| p.set(true));
+                    for i in 0..33 {
+                        let popped = HANDLE.with(|h| h.pop()).expect("pushed");
+                        assert_eq!(popped[0], attempt * 64 + i);
+                    }
+                    IN_POP.with(|p| p.set(false));
+                    if HITS.load(Ordering::Relaxed) >= 3 {
+                        return;
+                    }
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(
+            HITS.load(Ordering::Relaxed) > 0,
+            "no deferred function ran inside a retiring pop in 2000 attempts"
+        );
+    }
 
     #[test]
     fn a_retired_segment_stays_in_limbo_while_a_plain_call_may_be_inside_it() {
