@@ -1079,7 +1079,10 @@ impl<'a> SemaphorePermit<'a> {
     /// Takes `other`'s permits into this one (given back together when this one drops).
     ///
     /// # Panics
-    /// If the two come from different semaphores.
+    /// If the two come from different semaphores, or if the sum of their permits exceeds
+    /// `usize::MAX` (with tokio's message, "number of permits overflowed"; reachable where
+    /// `usize` is 32 bits, by merging permits a semaphore was given again and again). `other`
+    /// is then dropped, giving its permits back, and this permit is left as it was.
     ///
     /// ```
     /// let semaphore = pitlane_wait::Semaphore::new(3);
@@ -1093,7 +1096,10 @@ impl<'a> SemaphorePermit<'a> {
             core::ptr::eq(self.sem, other.sem),
             "merging permits from different semaphore instances"
         );
-        self.permits += other.permits;
+        self.permits = self
+            .permits
+            .checked_add(other.permits)
+            .expect("number of permits overflowed");
         other.permits = 0;
     }
 
@@ -1184,7 +1190,8 @@ impl OwnedSemaphorePermit {
     /// Takes `other`'s permits into this one.
     ///
     /// # Panics
-    /// If the two come from different semaphores.
+    /// As [`SemaphorePermit::merge`]: if the two come from different semaphores, or if the sum
+    /// of their permits exceeds `usize::MAX` ("number of permits overflowed").
     ///
     /// ```
     /// use std::sync::Arc;
@@ -1199,7 +1206,10 @@ impl OwnedSemaphorePermit {
             Arc::ptr_eq(&self.sem, &other.sem),
             "merging permits from different semaphore instances"
         );
-        self.permits += other.permits;
+        self.permits = self
+            .permits
+            .checked_add(other.permits)
+            .expect("number of permits overflowed");
         other.permits = 0;
     }
 

@@ -95,4 +95,55 @@ mod hostile {
         let pitlane = release_probe!(pitlane_wait::Semaphore);
         assert_eq!(pitlane, tokio);
     }
+
+    /// What merging permits of one semaphore past `usize::MAX` permits does: `Err(message)` of
+    /// the panic, the permits held before the merge that panicked, and the permits free after
+    /// (the merged-in permit, dropped as the panic unwinds, goes back).
+    #[cfg(target_pointer_width = "32")]
+    macro_rules! merge_past_usize_max {
+        ($sem:ty) => {{
+            use std::panic::{AssertUnwindSafe, catch_unwind};
+            let max = <$sem>::MAX_PERMITS;
+            let sem = <$sem>::new(max);
+            let mut held = sem.try_acquire_many(max as u32).unwrap();
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                for _ in 0..64 {
+                    sem.add_permits(max);
+                    let more = sem.try_acquire_many(max as u32).unwrap();
+                    held.merge(more);
+                }
+            }));
+            let message = match outcome {
+                Ok(()) => String::from("no panic"),
+                Err(e) => e
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| e.downcast_ref::<String>().cloned())
+                    .unwrap_or_default(),
+            };
+            let count = held.num_permits();
+            // Dropped, a count past `MAX_PERMITS` would panic in its release.
+            held.forget();
+            (message, count, sem.available_permits())
+        }};
+    }
+
+    /// Regression (32-bit targets, where `MAX_PERMITS` is 2^29 - 1 and nine merges of
+    /// `MAX_PERMITS` permits each pass `usize::MAX`): tokio's `merge` panics with "number of
+    /// permits overflowed" (`checked_add`); ours added with `+=`, which panics with another
+    /// message in debug builds and wraps in release builds, leaving a permit that holds a few
+    /// permits where its holder was given 2^32 - 9 (the rest lost to the semaphore for good).
+    #[cfg(target_pointer_width = "32")]
+    #[test]
+    fn merging_past_usize_max_permits_panics_like_tokio() {
+        let tokio = merge_past_usize_max!(tokio::sync::Semaphore);
+        let max = tokio::sync::Semaphore::MAX_PERMITS;
+        assert_eq!(
+            tokio,
+            ("number of permits overflowed".to_string(), 8 * max, max),
+            "tokio"
+        );
+        let pitlane = merge_past_usize_max!(pitlane_wait::Semaphore);
+        assert_eq!(pitlane, tokio);
+    }
 }
