@@ -47,11 +47,22 @@
 //! - A waiter dropped after it was notified by `notify_one`/`notify_last` but before it
 //!   returned `Ready` passes the notification on (to the next waiter in the same order, or to
 //!   the permit).
+//! - A broadcast's drain takes every waiter queued at its swap, which comes after its
+//!   increment (the broadcast may wait for the lock in between). A waiter created after the
+//!   increment and queued before the swap is not covered by that broadcast: found drained
+//!   while the counter still reads the value it recorded at creation, it is not done; it
+//!   registers again, as at a first poll, when next polled (the drain woke it). tokio's
+//!   broadcast increments and takes its list under one hold of its lock, so no waiter of its
+//!   is created in between.
 //!
 //! Linearization points: `notify_one`'s compare-and-swap on the tail, or its unlink of the
 //! waiter; `notify_waiters`' increment; a waiter's take of the permit, or the unlink that
 //! notifies it, or (completed by a broadcast before the broadcast's drain reached it) its
-//! read of the counter that differs from the value it recorded at creation.
+//! read of the counter that differs from the value it recorded at creation. A waiter drained
+//! by a broadcast that does not cover it (see above) is out of the queue from the drain until
+//! its next poll registers it again: a `notify_one` meanwhile goes to the waiters queued
+//! then, or to the permit (which that poll takes), where tokio's would pick that waiter if it
+//! had waited longest.
 
 use core::fmt;
 use core::future::Future;
@@ -323,7 +334,9 @@ impl Notify {
     /// permit where it is.
     ///
     /// The set of waiters woken is fixed atomically at the call: a task that starts waiting
-    /// while the wake-ups are under way is not woken by this call. If a waker panics, the
+    /// while the wake-ups are under way is not woken by this call, and a [`Notified`]
+    /// created after the call began is not completed by it (should the call's drain find it
+    /// queued, it is woken and, when polled, registers again). If a waker panics, the
     /// remaining waiters are still marked notified before the panic continues, as tokio's
     /// are: they are not woken, and keep their wakers (each is dropped with its future), so
     /// that no waker is dropped while the lock is held or the panic unwinds; each completes
@@ -504,6 +517,25 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                         }
                     };
                 if done {
+                    if drained_uncovered(notify, node, this.broadcasts) {
+                        // Drained by a broadcast that began (incremented the counter) before
+                        // this future was created: not notified. Register again, as a fresh
+                        // first poll does (the counter is the one recorded at creation).
+                        if waker.is_some() {
+                            // SAFETY: the node is dequeued: the remover is done with it and
+                            // nobody else touches its slot. (A waker the drain left in it, on
+                            // its unwinding path, gives way to the one this poll registers.)
+                            unsafe { node.data().waker.unregister() };
+                        }
+                        node.data()
+                            .notification
+                            .store(NOTIFIED_NONE, Ordering::Relaxed);
+                        node.reset();
+                        this.phase = Phase::Init;
+                        // SAFETY: `this` is the pinned future itself (see above); it is not
+                        // moved. The Init phase does not come back here.
+                        return unsafe { Pin::new_unchecked(this) }.poll_wait(waker);
+                    }
                     this.phase = Phase::Done;
                     return Poll::Ready(());
                 }
@@ -657,6 +689,23 @@ fn leave_covered(notify: &Notify, node: Pin<&Node<Waiter>>) {
     let mut locked = notify.queue.lock();
     // SAFETY: the node was enqueued on this queue only, by a call that returned.
     unsafe { locked.remove(node) };
+}
+
+/// Whether a waiter found dequeued was drained by a `notify_waiters` that does not cover it:
+/// one whose increment of the counter came before the waiter was created (`created`, the
+/// value it recorded then, is still the counter's value). The broadcast's increment is its
+/// linearization point, but its drain (under the lock, maybe after waiting for it) takes every
+/// waiter queued at its swap, including those created and queued in between; such a waiter
+/// was not notified, and registers again (tokio's waiters cannot be created in that window:
+/// its broadcast increments the counter and takes the list under one hold of its lock).
+///
+/// A waiter that found the counter moved since its creation is covered, whatever drained it;
+/// the drain stored its `Dequeued` (release) after its increment, so a waiter that reads
+/// `Dequeued` (acquire) reads that increment or a later value of the counter.
+fn drained_uncovered(notify: &Notify, node: Pin<&Node<Waiter>>, created: usize) -> bool {
+    node.status() == NodeStatus::Dequeued
+        && node.data().notification.load(Ordering::Relaxed) == NOTIFIED_ALL
+        && notify.broadcasts.load(Ordering::SeqCst) == created
 }
 
 /// The `notify_one`/`notify_last` a dequeued waiter got, if it got one (not a broadcast).

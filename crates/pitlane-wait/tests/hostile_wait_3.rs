@@ -11,10 +11,13 @@ extern crate pitlane_alloc;
 mod hostile {
     use std::future::Future;
     use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
-    use std::task::{Context, Poll};
+    use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+    use std::time::Duration;
 
     use pitlane_testkit::wakers::{CountingWaker, on_wake};
+    use pitlane_wait::Notify;
     use pitlane_wait::queue::WAKE_BATCH;
 
     /// An acquire, boxed: `Ok(permits held)` or `Err(())` once the semaphore is closed.
@@ -145,5 +148,86 @@ mod hostile {
         );
         let pitlane = merge_past_usize_max!(pitlane_wait::Semaphore);
         assert_eq!(pitlane, tokio);
+    }
+
+    /// Set when the waker of `lock_holding_waker` is being cloned (under the notify's lock).
+    static CLONING: AtomicBool = AtomicBool::new(false);
+    /// Lets that clone return.
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+
+    /// A waker whose `clone` waits for `RELEASE`: a queued `Notified` polled with it (a new
+    /// waker) clones it under the notify's lock, so the lock stays held meanwhile.
+    fn lock_holding_waker() -> Waker {
+        fn noop(_: *const ()) {}
+        fn plain_clone(_: *const ()) -> RawWaker {
+            RawWaker::new(std::ptr::null(), &PLAIN)
+        }
+        fn holding_clone(_: *const ()) -> RawWaker {
+            CLONING.store(true, Ordering::SeqCst);
+            while !RELEASE.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            plain_clone(std::ptr::null())
+        }
+        static PLAIN: RawWakerVTable = RawWakerVTable::new(plain_clone, noop, noop, noop);
+        static HOLDING: RawWakerVTable = RawWakerVTable::new(holding_clone, noop, noop, noop);
+        // SAFETY: the vtables do nothing with the (null) data pointer.
+        unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &HOLDING)) }
+    }
+
+    /// Regression: `notify_waiters` increments its counter (its linearization point) and then
+    /// takes the lock to drain the queue. A `Notified` created after the increment records
+    /// the new count and is not covered by that broadcast; but if it was polled (queued)
+    /// before the drain got the lock, the drain took it and it completed. So of two `Notified`
+    /// created one after the other after the increment, the later completed and the earlier
+    /// did not: no order of the calls explains that, and tokio (whose broadcast increments
+    /// and takes its list under one hold of its lock) never does it. Now such a waiter, found
+    /// drained while the counter still reads what it recorded, registers again (and receives
+    /// the next `notify_one`).
+    ///
+    /// The drain is held back by a poll that clones a new waker under the lock; a sleep lets
+    /// the broadcast reach its increment (checked: a `Notified` created before it is then
+    /// complete).
+    #[test]
+    fn a_notified_created_after_a_broadcast_began_is_not_completed_by_its_drain() {
+        let notify = Arc::new(Notify::new());
+        let w = CountingWaker::new();
+        let mut first = Box::pin(notify.clone().notified_owned());
+        assert!(w.with_context(|cx| first.as_mut().poll(cx)).is_pending());
+        let mut before = Box::pin(notify.clone().notified_owned());
+        std::thread::scope(|s| {
+            let holder = s.spawn(move || {
+                let waker = lock_holding_waker();
+                let _ = first.as_mut().poll(&mut Context::from_waker(&waker));
+                first
+            });
+            while !CLONING.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let broadcaster = s.spawn(|| notify.notify_waiters());
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(
+                before.as_mut().enable(),
+                "the broadcast has incremented its counter"
+            );
+            let mut earlier = Box::pin(notify.clone().notified_owned());
+            let mut later = Box::pin(notify.clone().notified_owned());
+            assert!(w.with_context(|cx| later.as_mut().poll(cx)).is_pending());
+            RELEASE.store(true, Ordering::SeqCst);
+            let mut first = holder.join().unwrap();
+            broadcaster.join().unwrap();
+            assert!(w.with_context(|cx| first.as_mut().poll(cx)).is_ready());
+            let later_ready = w.with_context(|cx| later.as_mut().poll(cx)).is_ready();
+            let earlier_ready = w.with_context(|cx| earlier.as_mut().poll(cx)).is_ready();
+            assert_eq!(
+                (later_ready, earlier_ready),
+                (false, false),
+                "(later, earlier) completed by a broadcast that began before both were created"
+            );
+            // `later` is registered again: the next notify_one is its.
+            notify.notify_one();
+            assert!(w.with_context(|cx| later.as_mut().poll(cx)).is_ready());
+            assert!(w.with_context(|cx| earlier.as_mut().poll(cx)).is_pending());
+        });
     }
 }
