@@ -238,10 +238,9 @@ impl Semaphore {
     /// ```
     #[cfg(not(pitlane_loom))]
     pub const fn const_new(permits: usize) -> Semaphore {
-        assert!(
-            permits <= Self::MAX_PERMITS,
-            "a semaphore may not have more than MAX_PERMITS permits"
-        );
+        // tokio's check, word for word, so that the message ("assertion failed: permits <=
+        // Self::MAX_PERMITS") is tokio's too (`new` has another, formatted one, as tokio's).
+        assert!(permits <= Self::MAX_PERMITS);
         Semaphore {
             queue: WaitQueue::new(permits << PERMIT_SHIFT),
         }

@@ -230,4 +230,36 @@ mod hostile {
             assert!(w.with_context(|cx| earlier.as_mut().poll(cx)).is_pending());
         });
     }
+
+    /// The message of the panic `f` raises.
+    fn panic_message(f: impl FnOnce()) -> String {
+        let error = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_err();
+        error
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| error.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    }
+
+    /// Regression: `const_new` past `MAX_PERMITS` (called at run time) panicked with "a
+    /// semaphore may not have more than MAX_PERMITS permits", where tokio's panics with
+    /// "assertion failed: permits <= Self::MAX_PERMITS" (its `const_new` asserts without a
+    /// message; `new` has the formatted one, as ours).
+    #[test]
+    fn const_new_past_max_permits_panics_with_tokios_message() {
+        let tokio = panic_message(|| {
+            let _ = tokio::sync::Semaphore::const_new(usize::MAX);
+        });
+        let pitlane = panic_message(|| {
+            let _ = pitlane_wait::Semaphore::const_new(usize::MAX);
+        });
+        assert_eq!(pitlane, tokio);
+        let tokio = panic_message(|| {
+            let _ = tokio::sync::Semaphore::new(usize::MAX);
+        });
+        let pitlane = panic_message(|| {
+            let _ = pitlane_wait::Semaphore::new(usize::MAX);
+        });
+        assert_eq!(pitlane, tokio);
+    }
 }
