@@ -1163,14 +1163,11 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// for the whole call.
     #[inline]
     fn try_push_tagged(&self, item: T, tag: usize) -> Result<(), PushError<T>> {
-        let mut segment_ptr = self.tail.load(Ordering::Acquire);
+        let segment_ptr = self.tail.load(Ordering::Acquire);
         if segment_ptr.is_null() {
-            match self.first_segment() {
-                Some(first) => segment_ptr = first,
-                None => return Err(PushError::Full(item)),
-            }
+            return self.push_first(item, tag);
         }
-        // SAFETY: `tail` is not null now, and we are protected.
+        // SAFETY: `tail` is not null, and we are protected.
         let segment = unsafe { &*segment_ptr };
         let ticket = segment.enq.fetch_add(1, Ordering::SeqCst);
         match segment.cell(ticket) {
@@ -1180,6 +1177,24 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
             Some(_) => Err(PushError::Transient(item)),
             None => self.push_past_full(segment_ptr, item, tag),
         }
+    }
+
+    /// The first push of the queue's life: make segment 0 (or find the one another push made),
+    /// then push as any push does; [`PushError::Full`] if there is no memory for it.
+    ///
+    /// The push pins for itself first: segment 0 is allocated, and the allocator is user code,
+    /// which may run other code of the user's (an allocator built on these queues retires
+    /// segments, and a retirement runs expired deferred functions of the epoch's users) that
+    /// reaches the caller's handle and releases it; the rest of the push reads segment 0.
+    #[cold]
+    #[inline(never)]
+    fn push_first(&self, item: T, tag: usize) -> Result<(), PushError<T>> {
+        let _pinned = pin();
+        if self.first_segment().is_none() {
+            return Err(PushError::Full(item));
+        }
+        // `tail` is not null now: this does not come back here.
+        self.try_push_tagged(item, tag)
     }
 
     /// Whether pushes of `T` announce their write (see [`ANNOUNCE_ABOVE`]).
@@ -1280,6 +1295,11 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         item: T,
         tag: usize,
     ) -> Result<(), PushError<T>> {
+        // Pinned for ourselves: a new segment is allocated (or a lost one given to the pool,
+        // which is allocated on first use), and the allocator is user code, which may reach the
+        // caller's handle and release its pin (see `push_first`), while we go on to link the
+        // segment into `segment_ptr`, read before.
+        let _pinned = pin();
         loop {
             // SAFETY: `segment_ptr` was read from `tail` while protected.
             let segment = unsafe { &*segment_ptr };
@@ -1653,7 +1673,9 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// then (a pop hands a revoked value it passes out, to be dropped after `f` returns; a push
     /// moves values without dropping or cloning them), but a pop that retires a segment runs
     /// other users' expired deferred functions, which may reach this handle, and so reads no
-    /// segment after that and returns ([`Miss::Retired`]).
+    /// segment after that and returns ([`Miss::Retired`]); and a push that allocates a segment
+    /// (the allocator is user code too) pins for itself first (`push_first`,
+    /// `push_past_full`).
     #[inline(always)]
     fn pinned<R>(&self, f: impl FnOnce() -> R) -> R {
         let done = self.operations.get().wrapping_add(1);

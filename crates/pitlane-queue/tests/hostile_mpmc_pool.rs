@@ -17,7 +17,10 @@
 //! The tests take one lock: the allocation count is global.
 #![cfg(not(pitlane_loom))]
 
+#[cfg(not(pitlane_alloc_global))]
 use std::alloc::{GlobalAlloc, Layout, System};
+#[cfg(not(pitlane_alloc_global))]
+use std::cell::Cell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 
@@ -27,14 +30,28 @@ use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_testkit::pages::Page;
 use pitlane_testkit::stress::epoch_ready;
 
-/// The system allocator, counting the bytes live.
+/// The system allocator, counting the bytes live (not under `--cfg pitlane_alloc_global`,
+/// where pitlane-alloc is the binary's allocator: the count stays 0 then).
+#[cfg(not(pitlane_alloc_global))]
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
-// SAFETY: every call is forwarded to `System` unchanged; the count is a side effect.
+#[cfg(not(pitlane_alloc_global))]
+thread_local! {
+    /// User code for this thread's next allocation to run (see
+    /// `a_handle_released_by_the_allocator_during_a_push_leaves_the_rest_of_the_push_pinned`).
+    static ON_ALLOC: Cell<Option<fn()>> = const { Cell::new(None) };
+}
+
+// SAFETY: every call is forwarded to `System` unchanged; the count (and a test's hook, which
+// allocates through this same allocator) is a side effect.
+#[cfg(not(pitlane_alloc_global))]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if let Some(hook) = ON_ALLOC.try_with(Cell::take).ok().flatten() {
+            hook();
+        }
         // SAFETY: forwarded.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
@@ -186,6 +203,87 @@ fn deferred_functions_run_by_retirements_work_through_the_popping_handle_and_los
         from_deferred,
         NESTED_PUSHED.load(Ordering::Relaxed),
         "a deferred function's value was lost or taken twice"
+    );
+}
+
+// --- user code inside the allocation of a push's new segment ----------------------------------
+
+#[cfg(not(pitlane_alloc_global))]
+static LINKED: Queue<u64, 1> = Queue::with_segment_size();
+
+#[cfg(not(pitlane_alloc_global))]
+thread_local! {
+    static LINKED_HANDLE: mpmc::Handle<'static, u64, 1> = LINKED.handle();
+    static UNPINNED: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Whether a function another thread defers now runs while this thread stays as it is: true
+/// only if this thread is not pinned (as in `handle_reentry.rs`).
+#[cfg(not(pitlane_alloc_global))]
+fn epoch_runs_past_this_thread() -> bool {
+    let ran = std::sync::Arc::new(AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&ran);
+    std::thread::spawn(move || {
+        let local = crossbeam_epoch::default_collector().register();
+        {
+            let guard = local.pin();
+            let set = std::sync::Arc::clone(&flag);
+            guard.defer(move || set.store(true, Ordering::Release));
+            guard.flush();
+        }
+        for _ in 0..10_000 {
+            if flag.load(Ordering::Acquire) {
+                return;
+            }
+            local.pin().flush();
+        }
+    })
+    .join()
+    .unwrap();
+    ran.load(Ordering::Acquire)
+}
+
+/// A push that needs a new segment allocates it, and the allocator is user code: it may run
+/// other code of the user's (pitlane-alloc, as this workspace's global allocator, pops from
+/// queues of its own, and a pop that retires a segment runs every expired deferred function
+/// of crossbeam-epoch's users, which `Guard::defer`, a safe call, can give it). Here that code
+/// reaches the pushing thread's handle and releases it, in the middle of the push, which then
+/// goes on to link the segment into the tail segment it read before the allocation. The
+/// thread must still be pinned then.
+#[cfg(not(pitlane_alloc_global))]
+#[test]
+fn a_handle_released_by_the_allocator_during_a_push_leaves_the_rest_of_the_push_pinned() {
+    let _alone = alone();
+    epoch_ready();
+    fn release_and_look() {
+        LINKED_HANDLE.with(BagHandle::release);
+        UNPINNED.set(Some(epoch_runs_past_this_thread()));
+    }
+    assert!(
+        epoch_runs_past_this_thread(),
+        "the epoch does not move here at all"
+    );
+    LINKED_HANDLE.with(|h| {
+        // The first push makes segment 0; the next ones find their segment full and link a
+        // new one, allocated (nothing was retired, so the pool is empty).
+        for push in 0..3 {
+            UNPINNED.set(None);
+            h.release();
+            ON_ALLOC.set(Some(release_and_look));
+            h.push(push);
+            ON_ALLOC.set(None);
+            assert_eq!(
+                UNPINNED.get(),
+                Some(false),
+                "push {push}: the allocation of its segment released the handle, and the \
+                 rest of the push ran unpinned (None: the push did not allocate)"
+            );
+        }
+        h.release();
+    });
+    assert_eq!(
+        std::iter::from_fn(|| LINKED.pop()).collect::<Vec<_>>(),
+        [0, 1, 2]
     );
 }
 
