@@ -262,4 +262,137 @@ mod hostile {
         });
         assert_eq!(pitlane, tokio);
     }
+
+    /// A script of tasks on tokio's `current_thread` runtime (whose scheduler runs woken tasks
+    /// in the order they were woken): six tasks acquire 1-3 permits of a semaphore of 4 in
+    /// rounds, some yielding while they hold them, some cancelling an acquire after a timer
+    /// tick (`tokio::time` paused: the ticks are deterministic); a Notify passes a baton by
+    /// `notify_one`, `notify_last` and `notify_waiters`; a closer closes the semaphore midway.
+    /// Every task logs what it sees (permits free, `is_closed`, which notification arrived).
+    /// Any difference in which waiter is served or woken, in how many wake-ups, or in their
+    /// order changes the schedule and so the log.
+    macro_rules! runtime_script {
+        ($sem:ty, $notify:ty) => {{
+            use std::cell::RefCell;
+            use std::rc::Rc;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            let local = tokio::task::LocalSet::new();
+            let log: Rc<RefCell<Vec<String>>> = Rc::default();
+            local.block_on(&rt, async {
+                let sem = Arc::new(<$sem>::new(4));
+                let notify = Arc::new(<$notify>::new());
+                let mut tasks = Vec::new();
+                for t in 0..6_u32 {
+                    let (sem, notify, log) = (sem.clone(), notify.clone(), log.clone());
+                    tasks.push(tokio::task::spawn_local(async move {
+                        for round in 0..12_u32 {
+                            let n = (t + round) % 3 + 1;
+                            if (t * 7 + round) % 5 == 0 {
+                                // An acquire given up after a tick if not served by then.
+                                let got = tokio::time::timeout(
+                                    std::time::Duration::from_millis(1),
+                                    sem.acquire_many(n),
+                                )
+                                .await;
+                                let what = match got {
+                                    Ok(Ok(p)) => format!("got {}", p.num_permits()),
+                                    Ok(Err(_)) => "closed".to_string(),
+                                    Err(_) => "gave up".to_string(),
+                                };
+                                log.borrow_mut().push(format!(
+                                    "t{t} r{round} timed {what} free {}",
+                                    sem.available_permits()
+                                ));
+                                continue;
+                            }
+                            match sem.acquire_many(n).await {
+                                Ok(permit) => {
+                                    log.borrow_mut().push(format!(
+                                        "t{t} r{round} got {n} free {}",
+                                        sem.available_permits()
+                                    ));
+                                    if round % 2 == 0 {
+                                        tokio::task::yield_now().await;
+                                    }
+                                    if (t + round) % 4 == 0 {
+                                        let wait = notify.notified();
+                                        match round % 3 {
+                                            0 => notify.notify_one(),
+                                            1 => notify.notify_last(),
+                                            _ => notify.notify_waiters(),
+                                        }
+                                        let done = tokio::time::timeout(
+                                            std::time::Duration::from_millis(1),
+                                            wait,
+                                        )
+                                        .await
+                                        .is_ok();
+                                        log.borrow_mut()
+                                            .push(format!("t{t} r{round} notified {done}"));
+                                    }
+                                    drop(permit);
+                                }
+                                Err(_) => {
+                                    log.borrow_mut().push(format!(
+                                        "t{t} r{round} closed {} free {}",
+                                        sem.is_closed(),
+                                        sem.available_permits()
+                                    ));
+                                    break;
+                                }
+                            }
+                        }
+                    }));
+                }
+                for t in 0..3_u32 {
+                    let (notify, log) = (notify.clone(), log.clone());
+                    tasks.push(tokio::task::spawn_local(async move {
+                        for round in 0..6_u32 {
+                            let mut wait = std::pin::pin!(notify.notified());
+                            if (t + round) % 2 == 0 {
+                                wait.as_mut().enable();
+                            }
+                            tokio::task::yield_now().await;
+                            let done =
+                                tokio::time::timeout(std::time::Duration::from_millis(2), wait)
+                                    .await
+                                    .is_ok();
+                            log.borrow_mut().push(format!("w{t} r{round} {done}"));
+                        }
+                    }));
+                }
+                {
+                    let (sem, log) = (sem.clone(), log.clone());
+                    tasks.push(tokio::task::spawn_local(async move {
+                        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+                        sem.close();
+                        log.borrow_mut()
+                            .push(format!("closed free {}", sem.available_permits()));
+                    }));
+                }
+                for task in tasks {
+                    task.await.unwrap();
+                }
+                log.borrow_mut()
+                    .push(format!("end free {}", sem.available_permits()));
+            });
+            Rc::try_unwrap(log).unwrap().into_inner()
+        }};
+    }
+
+    #[test]
+    fn a_runtime_script_of_many_tasks_runs_the_same_schedule_as_on_tokio() {
+        let tokio = runtime_script!(tokio::sync::Semaphore, tokio::sync::Notify);
+        assert!(tokio.len() > 40, "the script ran: {tokio:?}");
+        assert!(tokio.iter().any(|l| l.contains("closed true")), "{tokio:?}");
+        let pitlane = runtime_script!(pitlane_wait::Semaphore, pitlane_wait::Notify);
+        for (i, (a, b)) in tokio.iter().zip(&pitlane).enumerate() {
+            assert_eq!(b, a, "first difference at line {i}; tokio: {tokio:#?}");
+        }
+        assert_eq!(pitlane.len(), tokio.len());
+    }
 }
