@@ -39,7 +39,8 @@ static LIVE: AtomicIsize = AtomicIsize::new(0);
 
 #[cfg(not(pitlane_alloc_global))]
 thread_local! {
-    /// User code for this thread's next allocation to run (see
+    /// User code for this thread's next allocation aligned to 128 bytes (a queue segment's:
+    /// its counters are cache-padded) to run (see
     /// `a_handle_released_by_the_allocator_during_a_push_leaves_the_rest_of_the_push_pinned`).
     static ON_ALLOC: Cell<Option<fn()>> = const { Cell::new(None) };
 }
@@ -49,8 +50,10 @@ thread_local! {
 #[cfg(not(pitlane_alloc_global))]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if let Some(hook) = ON_ALLOC.try_with(Cell::take).ok().flatten() {
-            hook();
+        if layout.align() >= 128 {
+            if let Some(hook) = ON_ALLOC.try_with(Cell::take).ok().flatten() {
+                hook();
+            }
         }
         // SAFETY: forwarded.
         let p = unsafe { System.alloc(layout) };
@@ -263,6 +266,11 @@ fn a_handle_released_by_the_allocator_during_a_push_leaves_the_rest_of_the_push_
         epoch_runs_past_this_thread(),
         "the epoch does not move here at all"
     );
+    // The thread's registrations (the queue crate's epoch participant, its seat) are made
+    // now, not inside the pushes below.
+    let scratch: Queue<u8, 1> = Queue::with_segment_size();
+    scratch.handle().push(0);
+    scratch.push(1);
     LINKED_HANDLE.with(|h| {
         // The first push makes segment 0; the next ones find their segment full and link a
         // new one, allocated (nothing was retired, so the pool is empty).
