@@ -91,6 +91,65 @@ mod hostile {
         }};
     }
 
+    /// `WAKE_BATCH + 8` acquires of one permit wait, the first with a waker that panics;
+    /// `add_permits` for all of them panics while it wakes the first batch. Returns how many
+    /// waiters then complete when polled, how many stay pending, and the permits free. tokio's
+    /// release served the first batch only (the rest of the permits go with the panic) and
+    /// left the others queued; a waiter served but never woken would be a wake-up lost.
+    macro_rules! release_batch_panics {
+        ($sem:ty) => {{
+            let sem = Arc::new(<$sem>::new(0));
+            let n = WAKE_BATCH + 8;
+            let w = CountingWaker::new();
+            let mut fs: Vec<BoxAcquire> = (0..n)
+                .map(|_| {
+                    let sem = sem.clone();
+                    Box::pin(async move {
+                        match sem.acquire_owned().await {
+                            Ok(p) => {
+                                let held = p.num_permits();
+                                p.forget();
+                                Ok(held)
+                            }
+                            Err(_) => Err(()),
+                        }
+                    }) as BoxAcquire
+                })
+                .collect();
+            let panics = on_wake(|| panic!("a waker panics"));
+            assert!(
+                fs[0]
+                    .as_mut()
+                    .poll(&mut Context::from_waker(&panics))
+                    .is_pending()
+            );
+            for f in &mut fs[1..] {
+                assert!(poll(f.as_mut(), &w).is_pending());
+            }
+            let sem2 = sem.clone();
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || sem2.add_permits(n)));
+            assert!(result.is_err());
+            let (mut ready, mut pending) = (0, 0);
+            for f in &mut fs {
+                match poll(f.as_mut(), &w) {
+                    Poll::Ready(Ok(1)) => ready += 1,
+                    Poll::Pending => pending += 1,
+                    other => panic!("{other:?}"),
+                }
+            }
+            (ready, pending, sem.available_permits())
+        }};
+    }
+
+    #[test]
+    fn a_release_whose_first_batch_panics_serves_what_tokios_serves() {
+        let tokio = release_batch_panics!(tokio::sync::Semaphore);
+        assert_eq!(tokio, (WAKE_BATCH, 8, 0), "tokio");
+        let pitlane = release_batch_panics!(pitlane_wait::Semaphore);
+        assert_eq!(pitlane, tokio);
+    }
+
     #[test]
     fn a_waiter_after_a_full_batch_is_not_served_before_that_batch_is_woken_like_tokio() {
         let tokio = release_probe!(tokio::sync::Semaphore);
