@@ -356,6 +356,9 @@ where
     /// The bag the item was last pushed into with tracking, if any, is not dropped before this
     /// call returns. (Implementations find the slot through the handle alone, so `revoke`
     /// needs no `&self`; holding a reference to that bag is the easy way to keep the promise.)
+    /// Where other threads may pop the item and push it into another bag while this call runs,
+    /// that holds for every bag that is its last one at some moment of the call, the one it
+    /// sat in when the call began included: the call may still be reading that bag's slot.
     ///
     /// ```
     /// use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
