@@ -51,7 +51,9 @@
 //!   increment (the broadcast may wait for the lock in between). A waiter created after the
 //!   increment and queued before the swap is not covered by that broadcast: found drained
 //!   while the counter still reads the value it recorded at creation, it is not done; it
-//!   registers again, as at a first poll, when next polled (the drain woke it). tokio's
+//!   registers again, as at a first poll, when next polled (the drain woke it, unless a
+//!   waker panicked before the drain reached it: then it is left unwoken, as the waiters the
+//!   drain covers are on that path). tokio's
 //!   broadcast increments and takes its list under one hold of its lock, so no waiter of its
 //!   is created in between.
 //!
@@ -340,7 +342,7 @@ impl Notify {
     /// remaining waiters are still marked notified before the panic continues, as tokio's
     /// are: they are not woken, and keep their wakers (each is dropped with its future), so
     /// that no waker is dropped while the lock is held or the panic unwinds; each completes
-    /// when next polled.
+    /// when next polled (one created after this call began registers again instead).
     ///
     /// ```
     /// use std::pin::pin;
