@@ -278,6 +278,11 @@ impl Parker for Spin {
 /// memory was reused for another parked object only wakes that object's thread spuriously,
 /// which `parking_lot_core`'s users tolerate.
 ///
+/// `park` runs `still_waiting` under the parking lot's lock of the key's bucket: it must not
+/// park, unpark or wait for a `parking_lot` lock itself (it may deadlock). If it panics, the
+/// thread does not sleep, and the panic is resumed once that lock is released (so the
+/// bucket is not left locked for every later park or unpark hashed to it).
+///
 /// ```
 /// use pitlane_wait::lock::{Park, Parker};
 ///
@@ -293,23 +298,46 @@ impl Parker for Park {
     const SPINS: u32 = 64;
 
     fn park(key: usize, still_waiting: impl FnOnce() -> bool) {
-        // SAFETY: the key is the address of a link of a queue of this crate, only ever
-        // parked on by that queue's lock holder; `still_waiting` neither panics nor calls into
-        // the parking lot (it is an atomic load).
+        // `still_waiting` is the caller's code, run as `validate` under the parking lot's
+        // bucket lock, which must not unwind: a panic there would leave the bucket locked and
+        // hang every later park or unpark hashed to it (any `parking_lot` lock's included). It
+        // is caught there (the thread does not sleep) and resumed once the lock is released.
+        let mut panicked = None;
+        let validate =
+            || match std::panic::catch_unwind(std::panic::AssertUnwindSafe(still_waiting)) {
+                Ok(waiting) => waiting,
+                Err(payload) => {
+                    panicked = Some(payload);
+                    false
+                }
+            };
+        // SAFETY: `validate` does not unwind (above), and `before_sleep` and `timed_out` do
+        // nothing. This crate's own `still_waiting` is an atomic load. parking_lot_core also
+        // asks that `validate` not call into the parking lot; a caller's closure that does
+        // (parks or unparks, or takes a contended `parking_lot` lock) can deadlock on a bucket
+        // lock, and nothing worse: in parking_lot_core 0.9, `park` has only locked the bucket
+        // when it calls `validate`, and writes the thread's record (which a nested park uses
+        // and finishes with first) only after it returns (documented on the type). The key is
+        // any address: one in use by another parking-lot primitive only wakes its thread
+        // spuriously, which parking_lot_core's users tolerate.
         unsafe {
             parking_lot_core::park(
                 key,
-                still_waiting,
+                validate,
                 || {},
                 |_, _| {},
                 parking_lot_core::DEFAULT_PARK_TOKEN,
                 None,
             )
         };
+        if let Some(payload) = panicked {
+            std::panic::resume_unwind(payload);
+        }
     }
 
     fn unpark(key: usize) {
-        // SAFETY: as in `park`; the callback neither panics nor calls into the parking lot.
+        // SAFETY: the callback neither panics nor calls into the parking lot; the key, as in
+        // `park`.
         unsafe { parking_lot_core::unpark_one(key, |_| parking_lot_core::DEFAULT_UNPARK_TOKEN) };
     }
 }

@@ -454,4 +454,33 @@ mod hostile {
         }
         assert_eq!(pitlane.len(), tokio.len());
     }
+
+    /// Regression: `Park::park` (safe, public) ran its caller's `still_waiting` as
+    /// `parking_lot_core::park`'s `validate`, under the parking lot's bucket lock, which that
+    /// (unsafe) function requires not to panic. A closure that panicked unwound out with the
+    /// bucket still locked: every later park or unpark whose key falls in that bucket (here
+    /// the same key; in a program, any `parking_lot` lock that hashes there) hung for ever.
+    /// Now the panic is caught there and resumed once the bucket lock is released.
+    #[test]
+    fn a_panicking_still_waiting_leaves_the_parking_lot_usable() {
+        use pitlane_wait::lock::{Park, Parker};
+        let (done, finished) = std::sync::mpsc::channel();
+        let key = std::ptr::from_ref(&done).addr();
+        std::thread::spawn(move || {
+            let panicked = std::panic::catch_unwind(|| {
+                Park::park(key, || panic!("still_waiting panics"));
+            })
+            .is_err();
+            // Takes the bucket lock of `key`.
+            Park::unpark(key);
+            Park::park(key, || false);
+            let _ = done.send(panicked);
+        });
+        let outcome = finished.recv_timeout(Duration::from_secs(10));
+        assert_eq!(
+            outcome,
+            Ok(true),
+            "the parking lot's bucket stayed locked after the panic"
+        );
+    }
 }
