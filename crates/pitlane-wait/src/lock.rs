@@ -274,9 +274,13 @@ impl Parker for Spin {
 /// equivalent) until the enqueuer unparks it: a lagging enqueuer that was preempted gets the
 /// processor, and the lock holder burns none while it waits. The `std` default.
 ///
-/// The key is the address of the link waited for; an `unpark` that comes after the link's
-/// memory was reused for another parked object only wakes that object's thread spuriously,
-/// which `parking_lot_core`'s users tolerate.
+/// The key (the address of the link waited for, from the queue) is not parked on as it is:
+/// the parking lot is shared by every `parking_lot` primitive of the process, each parking
+/// on addresses of its own, so `Park` maps each key to one of 64 addresses of a private
+/// static and parks there, and `unpark` wakes every thread parked on the key's
+/// address (two keys may share one; a thread woken for the other key finds its link still
+/// missing and parks again). So neither method, whatever key a caller gives it, wakes or
+/// takes the wake-up of another primitive's thread.
 ///
 /// `park` runs `still_waiting` under the parking lot's lock of the key's bucket: it must not
 /// park, unpark or wait for a `parking_lot` lock itself (it may deadlock). If it panics, the
@@ -292,6 +296,25 @@ impl Parker for Spin {
 #[cfg(all(feature = "std", not(pitlane_loom)))]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Park;
+
+/// How many parking addresses [`Park`] maps its keys to (a power of two).
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+const PARK_SLOTS: usize = 64;
+
+/// The addresses `Park` parks on: no other primitive parks on them (they are private).
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+static PARK_ADDRESSES: [u8; PARK_SLOTS] = [0; PARK_SLOTS];
+
+/// The parking address of `key` (a Fibonacci hash of it into `PARK_ADDRESSES`).
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+fn park_address(key: usize) -> usize {
+    const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+    // Truncated on 32-bit targets: still odd, still a fine multiplier.
+    #[allow(clippy::cast_possible_truncation)]
+    let mixed = key.wrapping_mul(GOLDEN as usize);
+    let slot = mixed >> (usize::BITS - PARK_SLOTS.trailing_zeros());
+    core::ptr::from_ref(&PARK_ADDRESSES[slot]).addr()
+}
 
 #[cfg(all(feature = "std", not(pitlane_loom)))]
 impl Parker for Park {
@@ -318,11 +341,10 @@ impl Parker for Park {
         // lock, and nothing worse: in parking_lot_core 0.9, `park` has only locked the bucket
         // when it calls `validate`, and writes the thread's record (which a nested park uses
         // and finishes with first) only after it returns (documented on the type). The key is
-        // any address: one in use by another parking-lot primitive only wakes its thread
-        // spuriously, which parking_lot_core's users tolerate.
+        // one of `PARK_ADDRESSES`, which this crate controls: no other primitive parks there.
         unsafe {
             parking_lot_core::park(
-                key,
+                park_address(key),
                 validate,
                 || {},
                 |_, _| {},
@@ -336,9 +358,12 @@ impl Parker for Park {
     }
 
     fn unpark(key: usize) {
-        // SAFETY: the callback neither panics nor calls into the parking lot; the key, as in
-        // `park`.
-        unsafe { parking_lot_core::unpark_one(key, |_| parking_lot_core::DEFAULT_UNPARK_TOKEN) };
+        // SAFETY: the address is one of `PARK_ADDRESSES`, which this crate controls (as in
+        // `park`). All its threads are woken: another key may share the address, and each
+        // thread woken checks its own link before it parks again.
+        unsafe {
+            parking_lot_core::unpark_all(park_address(key), parking_lot_core::DEFAULT_UNPARK_TOKEN)
+        };
     }
 }
 

@@ -483,4 +483,43 @@ mod hostile {
             "the parking lot's bucket stayed locked after the panic"
         );
     }
+
+    /// Regression: `Park::park`/`Park::unpark` (safe, public) parked and unparked on the key
+    /// they were given, any address, in the process-wide parking lot, whose unsafe functions
+    /// ask for "an address that you control": safe code could wake a thread another
+    /// primitive had parked on its own address, handing it a token it did not send (a
+    /// primitive that passes data through its unpark tokens would then read garbage). Now
+    /// `Park` maps every key into addresses of its own.
+    #[test]
+    fn park_unpark_does_not_touch_another_primitives_key() {
+        use pitlane_wait::lock::{Park, Parker};
+        let (parked, is_parked) = std::sync::mpsc::channel();
+        let other = std::thread::spawn(move || {
+            let own = Box::new(0_u64);
+            let key = std::ptr::from_ref(&*own).addr();
+            parked.send(key).unwrap();
+            // SAFETY: the key is the address of this thread's own box, which lives through
+            // the call; the callbacks neither panic nor call into the parking lot.
+            let result = unsafe {
+                parking_lot_core::park(
+                    key,
+                    || true,
+                    || {},
+                    |_, _| {},
+                    parking_lot_core::DEFAULT_PARK_TOKEN,
+                    Some(std::time::Instant::now() + Duration::from_millis(500)),
+                )
+            };
+            drop(own);
+            result
+        });
+        let key = is_parked.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        Park::unpark(key);
+        assert_eq!(
+            other.join().unwrap(),
+            parking_lot_core::ParkResult::TimedOut,
+            "Park::unpark woke a thread parked on another primitive's key"
+        );
+    }
 }
