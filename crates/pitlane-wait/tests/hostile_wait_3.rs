@@ -1,7 +1,11 @@
-//! A third hostile pass over `Notify` and `Semaphore` (after `adversarial.rs`,
-//! `hostile_wait.rs` and `hostile_wait_2.rs`), each case run on tokio's types and on these
-//! side by side: what a waker run while a release or a broadcast has released its lock between
-//! batches can observe of the waiters the operation has not woken yet.
+//! A third hostile pass over `Notify`, `Semaphore` and the `Park` parker (after
+//! `adversarial.rs`, `hostile_wait.rs` and `hostile_wait_2.rs`), each case run on tokio's types
+//! and on these side by side where tokio has the same thing: what a waker run while a release
+//! has released its lock between batches observes (or, panicking, leaves); a `Notified` created
+//! while a broadcast waits for the lock to drain; the panics of `merge` and `const_new` at the
+//! limits; a many-task script on tokio's `current_thread` runtime whose schedule must be
+//! tokio's, line for line; and what safe calls of `Park` may do to the process-wide parking
+//! lot.
 
 // Under `--cfg pitlane_alloc_global` (a CI step), pitlane-alloc is this binary's global allocator.
 #[cfg(pitlane_alloc_global)]
