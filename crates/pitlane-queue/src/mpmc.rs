@@ -153,7 +153,12 @@
 //! about one retirement. A flush runs whatever deferred functions of the epoch's users have
 //! expired, which is user code (any of them may reach a handle of the popping thread and
 //! release it), so the pop that retires a segment reads no segment after that: its attempt
-//! ends, and the next one is protected afresh.
+//! ends, and the next one is protected afresh. Such a function may panic (so may one run by
+//! a pin's collection, which crossbeam-epoch makes at a thread's first pin and every 128th):
+//! the panic unwinds out of the call, and the segments the retirement had not yet handed to
+//! the epoch go back to limbo, no pool owner counted for them. crossbeam-epoch itself drops the
+//! functions after the panicking one in its bag without running them; a segment whose chain
+//! step was among them, and its queue's pool, are never freed.
 //! Under `cfg(pitlane_loom)` retired segments are kept in limbo until the queue is dropped, and
 //! every call pins a stand-in, so that loom checks the cell protocol and the segment hand-off
 //! without the reclamation machinery, which loom cannot model (the era protocol is checked by
@@ -1470,19 +1475,21 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         let Some(oldest) = crate::era::oldest_inside() else {
             return;
         };
-        let mut at = self.limbo.swap(ptr::null_mut(), Ordering::Acquire);
-        while !at.is_null() {
-            // SAFETY: segments in limbo are allocated and owned by the limbo list, which the
-            // swap above handed to us alone.
-            let link = unsafe { &(*at).link };
-            let next = link.retired_next.load(Ordering::Relaxed);
-            if link.retired_era.load(Ordering::Relaxed) <= oldest {
+        // Each hand-off runs user code that may panic (see `recycle_after_grace`): what is
+        // still detached then goes back to limbo as the panic unwinds.
+        let mut detached = Detached {
+            queue: self,
+            list: self.limbo.swap(ptr::null_mut(), Ordering::Acquire),
+        };
+        while let Some(at) = detached.pop() {
+            // SAFETY: `pop` handed the segment, allocated, to us alone.
+            let era = unsafe { &(*at).link }.retired_era.load(Ordering::Relaxed);
+            if era <= oldest {
                 // SAFETY: retired once, unreachable, and no plain call is inside it any more.
                 unsafe { self.recycle_after_grace(at) };
             } else {
                 self.push_limbo(at);
             }
-            at = next;
         }
     }
 
@@ -1508,6 +1515,21 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// `segment` is unlinked, retired once, and no plain call is inside it.
     #[cfg(not(pitlane_loom))]
     unsafe fn recycle_after_grace(&self, segment: *mut Segment<T, SEGMENT>) {
+        // A pin may collect, running other users' expired deferred functions (user code, see
+        // [`Miss::Retired`]), which may panic. Until the chain below owns the segment it is
+        // ours, and goes to limbo if the panic unwinds (where limbo is never left, the queue's
+        // drop frees it); no pool owner is counted before the chain exists.
+        // SAFETY: the caller's contract: the segment is allocated and on no list, so only we
+        // write its link.
+        unsafe { &(*segment).link }
+            .retired_next
+            .store(ptr::null_mut(), Ordering::Relaxed);
+        let unwinding = Detached {
+            queue: self,
+            list: segment,
+        };
+        let mut guard = pin();
+        core::mem::forget(unwinding);
         let pool = self.pool();
         // The chain below owns the pool until it hands the segment in.
         // SAFETY: `pool` is alive: the queue owns it.
@@ -1517,7 +1539,6 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         } else {
             1
         };
-        let mut guard = pin();
         // SAFETY: forwarded from the caller; the chain is a counted owner of `pool`; with
         // one round, no handle can name a cell of `segment` (above).
         unsafe { defer_recycle(SegmentPtr(segment), PoolPtr(pool), rounds, &guard) };
@@ -1529,7 +1550,8 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         // nothing else drives the epoch as often as once every 128 pins: a chain of three
         // steps needs six advances, so this retirement drives a few.
         // Between two flushes the pin moves to the new epoch, or it would hold the next
-        // advance back itself.
+        // advance back itself. A panic out of a flush's user code unwinds to the caller; the
+        // chain already owns the segment and its share of the pool.
         for _ in 0..Self::CHAIN_DRIVE {
             guard.flush();
             guard.repin();
@@ -1809,6 +1831,41 @@ impl<T, const SEGMENT: usize> fmt::Debug for Handle<'_, T, SEGMENT> {
     }
 }
 
+/// Retired segments (linked through `retired_next`) taken off a queue's limbo list and not yet
+/// handed on: whatever is still on it when it is dropped goes back to limbo. A retirement runs
+/// user code (a pin's collection and a flush run other users' expired deferred functions), and
+/// a panic there unwinds through the retirement to its caller; the segments it had not handed
+/// on then wait in limbo for the next attempt, or for the queue's drop, instead of being lost.
+#[cfg(not(pitlane_loom))]
+struct Detached<'a, T, const SEGMENT: usize> {
+    queue: &'a Queue<T, SEGMENT>,
+    /// Segments of `queue`, allocated, unlinked and owned by this list alone.
+    list: *mut Segment<T, SEGMENT>,
+}
+
+#[cfg(not(pitlane_loom))]
+impl<T, const SEGMENT: usize> Detached<'_, T, SEGMENT> {
+    /// Takes the first segment off the list; the caller owns it alone.
+    fn pop(&mut self) -> Option<*mut Segment<T, SEGMENT>> {
+        let at = self.list;
+        if at.is_null() {
+            return None;
+        }
+        // SAFETY: segments on the list are allocated and owned by it, and so by us.
+        self.list = unsafe { &(*at).link }.retired_next.load(Ordering::Relaxed);
+        Some(at)
+    }
+}
+
+#[cfg(not(pitlane_loom))]
+impl<T, const SEGMENT: usize> Drop for Detached<'_, T, SEGMENT> {
+    fn drop(&mut self) {
+        while let Some(at) = self.pop() {
+            self.queue.push_limbo(at);
+        }
+    }
+}
+
 /// A segment address that a deferred function may carry to another thread.
 #[cfg(not(pitlane_loom))]
 struct SegmentPtr<T, const SEGMENT: usize>(*mut Segment<T, SEGMENT>);
@@ -1972,8 +2029,9 @@ impl<T, const SEGMENT: usize> IntoIterator for Queue<T, SEGMENT> {
 }
 
 // Like crossbeam's `SegQueue`: a panic never leaves a queue half-updated (every change is one
-// atomic step, and a value is moved out only by the operation that owns it), so a queue seen
-// again after a panic is consistent.
+// atomic step, and a value is moved out only by the operation that owns it; a retirement that
+// a panicking deferred function interrupts puts back in limbo what it had not handed on), so a
+// queue seen again after a panic is consistent.
 impl<T, const SEGMENT: usize> core::panic::UnwindSafe for Queue<T, SEGMENT> {}
 impl<T, const SEGMENT: usize> core::panic::RefUnwindSafe for Queue<T, SEGMENT> {}
 

@@ -12,7 +12,10 @@
 //! - many pages sharing one queue of one-cell segments, recycled from the pool all along,
 //!   with revokers whose handle words go stale as the cells they name are retired and reused
 //!   for other pages;
-//! - zero-sized, 64 KiB and page-aligned revocable values in one-cell segments.
+//! - zero-sized, 64 KiB and page-aligned revocable values in one-cell segments;
+//! - deferred functions of other users that panic inside a retirement (in its flush, or in its
+//!   pin's collection) while it moves segments out of limbo, caught around the pop, with every
+//!   byte of the queues' segments and pools counted back after they are dropped.
 //!
 //! The tests take one lock: the allocation count is global.
 #![cfg(not(pitlane_loom))]
@@ -364,6 +367,248 @@ fn queues_dropped_while_their_retired_segments_are_in_grace_give_every_byte_back
             page.number
         );
     }
+}
+
+// --- a deferred function that panics inside a retirement ------------------------------------
+// (Not under `--cfg pitlane_alloc_global`: the count is that of the system allocator, and a
+// panic in a retirement of pitlane-alloc's own queues would unwind out of the allocator.)
+
+/// Set while the test below wants its deferred function to panic; the run that sees it set
+/// clears it and panics.
+#[cfg(not(pitlane_alloc_global))]
+static PANIC_ARMED: AtomicBool = AtomicBool::new(false);
+/// While set, a run of the function that does not panic defers another of itself.
+#[cfg(not(pitlane_alloc_global))]
+static PANIC_KEPT: AtomicBool = AtomicBool::new(false);
+
+#[cfg(not(pitlane_alloc_global))]
+const PANIC_MESSAGE: &str = "a deferred function of another crate panics";
+
+/// A deferred function of another user of the default collector that panics once, when armed,
+/// on whatever thread collects it; until then each run defers another of itself.
+#[cfg(not(pitlane_alloc_global))]
+fn panicking_function() -> impl FnOnce() + Send + 'static {
+    || {
+        if PANIC_ARMED.swap(false, Ordering::Relaxed) {
+            std::panic::panic_any(PANIC_MESSAGE);
+        }
+        if PANIC_KEPT.load(Ordering::Relaxed) {
+            crossbeam_epoch::pin().defer(panicking_function());
+        }
+    }
+}
+
+/// A retirement flushes the thread's deferred functions, which runs other users' expired ones
+/// (`Guard::defer` is safe): such a function may panic, and the panic unwinds out of the pop
+/// (caught here). Where limbo is used, the retirement had taken the whole limbo list to move
+/// its segments on; a panic in the middle must leave what it had not handed on in limbo, and
+/// must not count a pool owner that will never let go. Four queues, each with one panic: two
+/// go on for hundreds of retirements after it, two are dropped right after it. Then the epoch
+/// is driven: every byte of their segments and pools comes back.
+#[cfg(not(pitlane_alloc_global))]
+#[test]
+fn a_deferred_function_that_panics_inside_a_retirement_loses_no_segment() {
+    let _alone = alone();
+    epoch_ready();
+    let baseline = settle_epoch();
+    // The default hook would print the expected panics and, with `RUST_BACKTRACE` set, parse
+    // this binary's debug information: tens of megabytes, kept for later backtraces.
+    let previous = std::sync::Arc::new(std::panic::take_hook());
+    let others = std::sync::Arc::clone(&previous);
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&PANIC_MESSAGE) {
+            others(info);
+        }
+    }));
+    let mut caught = 0;
+    for round in 0..4 {
+        PANIC_KEPT.store(true, Ordering::Relaxed);
+        {
+            let guard = crossbeam_epoch::pin();
+            guard.defer(panicking_function());
+            guard.flush();
+        }
+        // 16 KiB segments: limbo lets 62 go at once.
+        let queue: Queue<u64, 1024> = Queue::with_segment_size();
+        let (mut pushed, mut popped) = (0_u64, 0_u64);
+        let mut caught_here = 0;
+        PANIC_ARMED.store(true, Ordering::Relaxed);
+        // At most 500 retirements, so eight attempts to move segments out of limbo. A push that
+        // links a segment pins, and that pin's collection may run the function too: the push
+        // then unwinds and drops its value (its ticket, past the end of the full tail segment,
+        // takes no cell).
+        for _ in 0..500 * 1024 {
+            let pop = match std::panic::catch_unwind(|| queue.push(pushed)) {
+                Ok(()) => {
+                    pushed += 1;
+                    std::panic::catch_unwind(|| queue.pop())
+                }
+                Err(payload) => Err(payload),
+            };
+            match pop {
+                Ok(value) => {
+                    assert_eq!(
+                        value,
+                        Some(popped),
+                        "round {round}: a value lost or out of order"
+                    );
+                    popped += 1;
+                }
+                Err(payload) => {
+                    assert_eq!(
+                        payload.downcast_ref::<&str>(),
+                        Some(&PANIC_MESSAGE),
+                        "round {round}: the deferred function's panic, and no other"
+                    );
+                    caught_here += 1;
+                    if round % 2 == 1 {
+                        break;
+                    }
+                }
+            }
+        }
+        PANIC_ARMED.store(false, Ordering::Relaxed);
+        PANIC_KEPT.store(false, Ordering::Relaxed);
+        assert_eq!(
+            std::iter::from_fn(|| queue.pop()).collect::<Vec<_>>(),
+            (popped..pushed).collect::<Vec<_>>(),
+            "round {round}: the values left after the panic"
+        );
+        assert_eq!(
+            caught_here, 1,
+            "round {round}: the deferred function did not panic inside a pop"
+        );
+        caught += caught_here;
+    }
+    drop(std::panic::take_hook());
+    std::panic::set_hook(Box::new(move |info| previous(info)));
+    let after = settle_epoch();
+    // A lost segment is 16 KiB; a pool that is never freed holds up to 62 of them.
+    assert!(
+        after - baseline < 64 << 10,
+        "{} bytes more live after the queues were dropped than before ({baseline} -> {after}; \
+         {caught} panics caught)",
+        after - baseline
+    );
+}
+
+#[cfg(not(pitlane_alloc_global))]
+thread_local! {
+    /// Whether a copy of `panic_once_here` run on this thread may panic.
+    static PANIC_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+/// Set by the copy of `panic_once_here` that panicked.
+#[cfg(not(pitlane_alloc_global))]
+static PANICKED_ONCE: AtomicBool = AtomicBool::new(false);
+/// Where that copy panicked (resolved only after the bytes are counted: symbolizing allocates
+/// and keeps the parsed debug information).
+#[cfg(not(pitlane_alloc_global))]
+static PANICKED_AT: Mutex<Option<std::backtrace::Backtrace>> = Mutex::new(None);
+
+/// A deferred function that panics if it is the first copy to run on a thread that set
+/// `PANIC_HERE`, and does nothing otherwise.
+#[cfg(not(pitlane_alloc_global))]
+fn panic_once_here() {
+    if PANIC_HERE.try_with(std::cell::Cell::get).unwrap_or(false)
+        && !PANICKED_ONCE.swap(true, Ordering::Relaxed)
+    {
+        *PANICKED_AT.lock().unwrap() = Some(std::backtrace::Backtrace::force_capture());
+        std::panic::panic_any(PANIC_MESSAGE);
+    }
+}
+
+/// The same, with the panic in the retirement's own pin rather than its flush: a thread's first
+/// pin collects (crossbeam-epoch collects at every 128th pin of a participant, the first
+/// included), and a thread that only pops takes its first pin in its first retirement that
+/// moves segments out of limbo. Expired bags wait for it, each with a copy of a function that
+/// panics there: one collection runs at most eight bags. Before, the pin came after the
+/// segment had been counted as a pool owner: the pool was never freed, nor the segment.
+#[cfg(not(pitlane_alloc_global))]
+#[test]
+fn a_deferred_function_that_panics_inside_a_retirements_pin_loses_no_segment() {
+    let _alone = alone();
+    epoch_ready();
+    let baseline = settle_epoch();
+    let previous = std::sync::Arc::new(std::panic::take_hook());
+    let others = std::sync::Arc::clone(&previous);
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&PANIC_MESSAGE) {
+            others(info);
+        }
+    }));
+    PANICKED_ONCE.store(false, Ordering::Relaxed);
+    *PANICKED_AT.lock().unwrap() = None;
+    {
+        // All the pushes here: a push that links a segment pins.
+        let queue: Queue<u64, 1024> = Queue::with_segment_size();
+        const VALUES: u64 = 200 * 1024;
+        for i in 0..VALUES {
+            queue.push(i);
+        }
+        // 64 bags of one copy each, in one epoch: a pinned thread holds the epoch back.
+        let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _guard = crossbeam_epoch::pin();
+            pinned_tx.send(()).unwrap();
+            let _ = release_rx.recv();
+        });
+        pinned_rx.recv().unwrap();
+        for _ in 0..64 {
+            let guard = crossbeam_epoch::pin();
+            guard.defer(panic_once_here);
+            guard.flush();
+        }
+        release_tx.send(()).unwrap();
+        holder.join().unwrap();
+        // Three advances: every bag has expired; these collections run at most 32 of them
+        // (here, where the copies do nothing).
+        for _ in 0..3 {
+            crossbeam_epoch::pin().flush();
+        }
+        let (caught, popped) = std::thread::scope(|s| {
+            s.spawn(|| {
+                PANIC_HERE.set(true);
+                let (mut caught, mut popped) = (0, 0_u64);
+                while popped < VALUES {
+                    match std::panic::catch_unwind(|| queue.pop()) {
+                        Ok(value) => {
+                            assert_eq!(value, Some(popped), "a value lost or out of order");
+                            popped += 1;
+                        }
+                        Err(payload) => {
+                            assert_eq!(payload.downcast_ref::<&str>(), Some(&PANIC_MESSAGE));
+                            caught += 1;
+                        }
+                    }
+                }
+                PANIC_HERE.set(false);
+                (caught, popped)
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(
+            (caught, popped),
+            (1, VALUES),
+            "panics caught, values popped"
+        );
+    }
+    drop(std::panic::take_hook());
+    std::panic::set_hook(Box::new(move |info| previous(info)));
+    let trace = PANICKED_AT.lock().unwrap().take();
+    let after = settle_epoch();
+    assert!(
+        after - baseline < 64 << 10,
+        "{} bytes more live after the queue was dropped than before ({baseline} -> {after})",
+        after - baseline
+    );
+    // Where there are symbols to tell: the panic began in a pin's collection.
+    let trace = trace.map(|trace| trace.to_string()).unwrap_or_default();
+    assert!(
+        !trace.contains("panic_once_here") || trace.contains("Local::pin"),
+        "the panic did not begin in the retirement's pin:\n{trace}"
+    );
 }
 
 // --- stale revokers against cells reused for other pages ------------------------------------
