@@ -213,8 +213,9 @@ pub trait Parker {
     const SPINS: u32;
 
     /// Sleeps until [`unpark`](Parker::unpark) is called with `key`, or returns spuriously;
-    /// does not sleep if `still_waiting` (called where a concurrent `unpark` cannot slip in
-    /// between the check and the sleep) returns `false`.
+    /// does not sleep if `still_waiting` returns `false`. An `unpark` with `key` called after
+    /// the condition `still_waiting` reads was made false is not lost between the check and
+    /// the sleep: the call returns, at once or when woken.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicBool, Ordering};
@@ -282,10 +283,11 @@ impl Parker for Spin {
 /// missing and parks again). So neither method, whatever key a caller gives it, wakes or
 /// takes the wake-up of another primitive's thread.
 ///
-/// `park` runs `still_waiting` under the parking lot's lock of the key's bucket: it must not
-/// park, unpark or wait for a `parking_lot` lock itself (it may deadlock). If it panics, the
-/// thread does not sleep, and the panic is resumed once that lock is released (so the
-/// bucket is not left locked for every later park or unpark hashed to it).
+/// `park` runs `still_waiting` before it takes any lock of the parking lot (so the closure
+/// may panic, park or unpark as any code may); what keeps an `unpark` from slipping in between
+/// that check and the sleep is a count of the unparks made on the key's address, read before
+/// the check and compared under the parking lot's lock. This asks of the caller what the
+/// trait does: the condition is made false before `unpark` is called.
 ///
 /// ```
 /// use pitlane_wait::lock::{Park, Parker};
@@ -297,23 +299,26 @@ impl Parker for Spin {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Park;
 
+#[cfg(all(feature = "std", not(pitlane_loom)))]
+use core::sync::atomic::{AtomicUsize, Ordering};
+
 /// How many parking addresses [`Park`] maps its keys to (a power of two).
 #[cfg(all(feature = "std", not(pitlane_loom)))]
 const PARK_SLOTS: usize = 64;
 
-/// The addresses `Park` parks on: no other primitive parks on them (they are private).
+/// What `Park` parks on: the address of each slot is a parking address no other primitive
+/// parks on (they are private), and its value counts the unparks made on it, wrapping.
 #[cfg(all(feature = "std", not(pitlane_loom)))]
-static PARK_ADDRESSES: [u8; PARK_SLOTS] = [0; PARK_SLOTS];
+static PARK_SLOTS_OF_KEYS: [AtomicUsize; PARK_SLOTS] = [const { AtomicUsize::new(0) }; PARK_SLOTS];
 
-/// The parking address of `key` (a Fibonacci hash of it into `PARK_ADDRESSES`).
+/// The parking slot of `key` (a Fibonacci hash of it into `PARK_SLOTS_OF_KEYS`).
 #[cfg(all(feature = "std", not(pitlane_loom)))]
-fn park_address(key: usize) -> usize {
+fn park_slot(key: usize) -> &'static AtomicUsize {
     const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
     // Truncated on 32-bit targets: still odd, still a fine multiplier.
     #[allow(clippy::cast_possible_truncation)]
     let mixed = key.wrapping_mul(GOLDEN as usize);
-    let slot = mixed >> (usize::BITS - PARK_SLOTS.trailing_zeros());
-    core::ptr::from_ref(&PARK_ADDRESSES[slot]).addr()
+    &PARK_SLOTS_OF_KEYS[mixed >> (usize::BITS - PARK_SLOTS.trailing_zeros())]
 }
 
 #[cfg(all(feature = "std", not(pitlane_loom)))]
@@ -321,48 +326,47 @@ impl Parker for Park {
     const SPINS: u32 = 64;
 
     fn park(key: usize, still_waiting: impl FnOnce() -> bool) {
-        // `still_waiting` is the caller's code, run as `validate` under the parking lot's
-        // bucket lock, which must not unwind: a panic there would leave the bucket locked and
-        // hang every later park or unpark hashed to it (any `parking_lot` lock's included). It
-        // is caught there (the thread does not sleep) and resumed once the lock is released.
-        let mut panicked = None;
-        let validate =
-            || match std::panic::catch_unwind(std::panic::AssertUnwindSafe(still_waiting)) {
-                Ok(waiting) => waiting,
-                Err(payload) => {
-                    panicked = Some(payload);
-                    false
-                }
-            };
-        // SAFETY: `validate` does not unwind (above), and `before_sleep` and `timed_out` do
-        // nothing. This crate's own `still_waiting` is an atomic load. parking_lot_core also
-        // asks that `validate` not call into the parking lot; a caller's closure that does
-        // (parks or unparks, or takes a contended `parking_lot` lock) can deadlock on a bucket
-        // lock, and nothing worse: in parking_lot_core 0.9, `park` has only locked the bucket
-        // when it calls `validate`, and writes the thread's record (which a nested park uses
-        // and finishes with first) only after it returns (documented on the type). The key is
-        // one of `PARK_ADDRESSES`, which this crate controls: no other primitive parks there.
+        let slot = park_slot(key);
+        // The unparks made on the slot so far, read before the caller's condition: an
+        // `unpark` that comes after the condition was made false (as the caller's protocol
+        // has it) counts itself on the slot before it wakes anyone. So either this load sees
+        // that count, and then (acquire, against its release) the condition reads false; or
+        // the count is still to come, and then the check under the parking lot's lock below
+        // sees it (no sleep) or the unpark's `unpark_all`, which takes that lock after its
+        // count, finds this thread parked and wakes it.
+        let unparks = slot.load(Ordering::Acquire);
+        // The caller's code runs here, outside the parking lot: it may panic, or park or
+        // unpark itself, as any code may.
+        if !still_waiting() {
+            return;
+        }
+        // SAFETY: `validate` is an atomic load and `before_sleep` and `timed_out` do nothing:
+        // none panics or calls into the parking lot. The address is a slot of
+        // `PARK_SLOTS_OF_KEYS`, which only `Park` parks on and unparks.
         unsafe {
             parking_lot_core::park(
-                park_address(key),
-                validate,
+                core::ptr::from_ref(slot).addr(),
+                || slot.load(Ordering::Acquire) == unparks,
                 || {},
                 |_, _| {},
                 parking_lot_core::DEFAULT_PARK_TOKEN,
                 None,
             )
         };
-        if let Some(payload) = panicked {
-            std::panic::resume_unwind(payload);
-        }
     }
 
     fn unpark(key: usize) {
-        // SAFETY: the address is one of `PARK_ADDRESSES`, which this crate controls (as in
-        // `park`). All its threads are woken: another key may share the address, and each
-        // thread woken checks its own link before it parks again.
+        let slot = park_slot(key);
+        // Counted before the wake-up: see `park`.
+        slot.fetch_add(1, Ordering::Release);
+        // SAFETY: the address is a slot of `PARK_SLOTS_OF_KEYS` (as in `park`), and no
+        // callback runs. Every thread parked there is woken: another key may share the slot,
+        // and a thread woken for it checks its own condition before it parks again.
         unsafe {
-            parking_lot_core::unpark_all(park_address(key), parking_lot_core::DEFAULT_UNPARK_TOKEN)
+            parking_lot_core::unpark_all(
+                core::ptr::from_ref(slot).addr(),
+                parking_lot_core::DEFAULT_UNPARK_TOKEN,
+            )
         };
     }
 }

@@ -464,7 +464,8 @@ mod hostile {
     /// (unsafe) function requires not to panic. A closure that panicked unwound out with the
     /// bucket still locked: every later park or unpark whose key falls in that bucket (here
     /// the same key; in a program, any `parking_lot` lock that hashes there) hung for ever.
-    /// Now the panic is caught there and resumed once the bucket lock is released.
+    /// Now the panic is caught there and resumed once the bucket lock is released (and, since
+    /// the next fix, the closure runs outside the parking lot altogether).
     #[test]
     fn a_panicking_still_waiting_leaves_the_parking_lot_usable() {
         use pitlane_wait::lock::{Park, Parker};
@@ -485,6 +486,33 @@ mod hostile {
             outcome,
             Ok(true),
             "the parking lot's bucket stayed locked after the panic"
+        );
+    }
+
+    /// Regression: after the fix above, `Park::park` still ran its caller's `still_waiting`
+    /// under the parking lot's bucket lock, where `parking_lot_core::park` (unsafe) asks that
+    /// no code call into the parking lot: a closure that unparked the same key (or parked,
+    /// or waited for a contended `parking_lot` lock hashed to that bucket) deadlocked on the
+    /// bucket lock. Now the closure runs before any lock of the parking lot is taken.
+    #[test]
+    fn a_still_waiting_that_calls_into_the_parking_lot_does_not_deadlock() {
+        use pitlane_wait::lock::{Park, Parker};
+        let (done, finished) = std::sync::mpsc::channel();
+        let key = std::ptr::from_ref(&done).addr();
+        std::thread::spawn(move || {
+            let mut ran = false;
+            Park::park(key, || {
+                // Takes the bucket lock of `key`'s parking address.
+                Park::unpark(key);
+                ran = true;
+                false
+            });
+            let _ = done.send(ran);
+        });
+        assert_eq!(
+            finished.recv_timeout(Duration::from_secs(10)),
+            Ok(true),
+            "a still_waiting that unparked its own key deadlocked"
         );
     }
 
