@@ -40,10 +40,14 @@ struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
+/// The alignment of a queue segment: that of its cache-padded counters.
+#[cfg(not(pitlane_alloc_global))]
+const SEGMENT_ALIGN: usize = core::mem::align_of::<crossbeam_utils::CachePadded<u8>>();
+
 #[cfg(not(pitlane_alloc_global))]
 thread_local! {
-    /// User code for this thread's next allocation aligned to 128 bytes (a queue segment's:
-    /// its counters are cache-padded) to run (see
+    /// User code for this thread's next allocation aligned as a queue segment is (its
+    /// counters are cache-padded: 128 bytes on x86-64, 64 on i686) to run (see
     /// `a_handle_released_by_the_allocator_during_a_push_leaves_the_rest_of_the_push_pinned`).
     static ON_ALLOC: Cell<Option<fn()>> = const { Cell::new(None) };
 }
@@ -53,7 +57,7 @@ thread_local! {
 #[cfg(not(pitlane_alloc_global))]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.align() >= 128 {
+        if layout.align() >= SEGMENT_ALIGN {
             if let Some(hook) = ON_ALLOC.try_with(Cell::take).ok().flatten() {
                 hook();
             }
