@@ -405,6 +405,31 @@ fn panicking_function() -> impl FnOnce() + Send + 'static {
     }
 }
 
+/// The hook that was set, kept while a quiet one stands in for it.
+#[cfg(not(pitlane_alloc_global))]
+type SavedHook = std::sync::Arc<Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send>>;
+
+/// Sets a hook that stays silent for the tests' expected panics ([`PANIC_MESSAGE`]) and passes
+/// every other panic on to the hook it replaces, which it returns for [`restore_hook`].
+#[cfg(not(pitlane_alloc_global))]
+fn quiet_expected_panics() -> SavedHook {
+    let previous = std::sync::Arc::new(std::panic::take_hook());
+    let others = std::sync::Arc::clone(&previous);
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&PANIC_MESSAGE) {
+            others(info);
+        }
+    }));
+    previous
+}
+
+/// Puts back the hook [`quiet_expected_panics`] replaced.
+#[cfg(not(pitlane_alloc_global))]
+fn restore_hook(previous: SavedHook) {
+    drop(std::panic::take_hook());
+    std::panic::set_hook(Box::new(move |info| previous(info)));
+}
+
 /// A retirement flushes the thread's deferred functions, which runs other users' expired ones
 /// (`Guard::defer` is safe): such a function may panic, and the panic unwinds out of the pop
 /// (caught here). Where limbo is used, the retirement had taken the whole limbo list to move
@@ -420,13 +445,7 @@ fn a_deferred_function_that_panics_inside_a_retirement_loses_no_segment() {
     let baseline = settle_epoch();
     // The default hook would print the expected panics and, with `RUST_BACKTRACE` set, parse
     // this binary's debug information: tens of megabytes, kept for later backtraces.
-    let previous = std::sync::Arc::new(std::panic::take_hook());
-    let others = std::sync::Arc::clone(&previous);
-    std::panic::set_hook(Box::new(move |info| {
-        if info.payload().downcast_ref::<&str>() != Some(&PANIC_MESSAGE) {
-            others(info);
-        }
-    }));
+    let previous = quiet_expected_panics();
     let mut caught = 0;
     for round in 0..4 {
         PANIC_KEPT.store(true, Ordering::Relaxed);
@@ -487,8 +506,7 @@ fn a_deferred_function_that_panics_inside_a_retirement_loses_no_segment() {
         );
         caught += caught_here;
     }
-    drop(std::panic::take_hook());
-    std::panic::set_hook(Box::new(move |info| previous(info)));
+    restore_hook(previous);
     let after = settle_epoch();
     // A lost segment is 16 KiB; a pool that is never freed holds up to 62 of them.
     assert!(
@@ -536,13 +554,7 @@ fn a_deferred_function_that_panics_inside_a_retirements_pin_loses_no_segment() {
     let _alone = alone();
     epoch_ready();
     let baseline = settle_epoch();
-    let previous = std::sync::Arc::new(std::panic::take_hook());
-    let others = std::sync::Arc::clone(&previous);
-    std::panic::set_hook(Box::new(move |info| {
-        if info.payload().downcast_ref::<&str>() != Some(&PANIC_MESSAGE) {
-            others(info);
-        }
-    }));
+    let previous = quiet_expected_panics();
     PANICKED_ONCE.store(false, Ordering::Relaxed);
     *PANICKED_AT.lock().unwrap() = None;
     {
@@ -601,8 +613,7 @@ fn a_deferred_function_that_panics_inside_a_retirements_pin_loses_no_segment() {
             "panics caught, values popped"
         );
     }
-    drop(std::panic::take_hook());
-    std::panic::set_hook(Box::new(move |info| previous(info)));
+    restore_hook(previous);
     let trace = PANICKED_AT.lock().unwrap().take();
     let after = settle_epoch();
     assert!(

@@ -34,6 +34,28 @@ mod hostile {
         waker.with_context(|cx| future.poll(cx))
     }
 
+    /// `n` futures, each acquiring one permit of `sem` (an `Arc` of either semaphore) and
+    /// giving back how many it held (forgetting them), or `Err(())` once the semaphore closed.
+    macro_rules! acquires {
+        ($sem:expr, $n:expr) => {
+            (0..$n)
+                .map(|_| {
+                    let sem = $sem.clone();
+                    Box::pin(async move {
+                        match sem.acquire_owned().await {
+                            Ok(p) => {
+                                let held = p.num_permits();
+                                p.forget();
+                                Ok(held)
+                            }
+                            Err(_) => Err(()),
+                        }
+                    }) as BoxAcquire
+                })
+                .collect::<Vec<BoxAcquire>>()
+        };
+    }
+
     /// `WAKE_BATCH + 2` acquires of one permit wait; `add_permits` serves them all, releasing
     /// its lock to wake the first batch. The first waiter's waker (run then) polls the waiter
     /// just after the batch, which the release has not woken yet. tokio's release serves a
@@ -57,21 +79,7 @@ mod hostile {
                     }
                 })
             };
-            let mut fs: Vec<BoxAcquire> = (0..n)
-                .map(|_| {
-                    let sem = sem.clone();
-                    Box::pin(async move {
-                        match sem.acquire_owned().await {
-                            Ok(p) => {
-                                let held = p.num_permits();
-                                p.forget();
-                                Ok(held)
-                            }
-                            Err(_) => Err(()),
-                        }
-                    }) as BoxAcquire
-                })
-                .collect();
+            let mut fs = acquires!(sem, n);
             assert!(
                 fs[0]
                     .as_mut()
@@ -105,21 +113,7 @@ mod hostile {
             let sem = Arc::new(<$sem>::new(0));
             let n = WAKE_BATCH + 8;
             let w = CountingWaker::new();
-            let mut fs: Vec<BoxAcquire> = (0..n)
-                .map(|_| {
-                    let sem = sem.clone();
-                    Box::pin(async move {
-                        match sem.acquire_owned().await {
-                            Ok(p) => {
-                                let held = p.num_permits();
-                                p.forget();
-                                Ok(held)
-                            }
-                            Err(_) => Err(()),
-                        }
-                    }) as BoxAcquire
-                })
-                .collect();
+            let mut fs = acquires!(sem, n);
             let panics = on_wake(|| panic!("a waker panics"));
             assert!(
                 fs[0]
