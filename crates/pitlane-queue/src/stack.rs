@@ -59,7 +59,8 @@
 //! given on first use) and that stack's cache for its seat, so that a thread working on one
 //! stack reaches its stash one load after its thread-local instead of two; the entry is
 //! emptied before the thread gives its seat back. A thread without a seat (more than 128
-//! threads at once, or a call from a thread-local destructor late in a thread's exit) takes a
+//! threads at once, or a call from a thread-local destructor late in a thread's exit), or
+//! whose seat's cache the allocator refused (it asks again on the seat's next call), takes a
 //! batch's first node and gives the rest back (one node is a batch of one), and returns a
 //! popped node as a batch of one.
 //!
@@ -274,9 +275,11 @@ impl<T> Node<T> {
 /// [`STASH_BATCH`] nodes, to refill or to spill a batch.
 ///
 /// Not synchronized: its methods are `unsafe`, and their callers promise that no other call on
-/// the same stash runs meanwhile (a handle is not `Sync`; a seat is held by one thread, and no
-/// user code runs inside these methods, so a thread never re-enters them; user code that an
-/// operation runs between them, a revoked value's `Drop`, may call them again, which is fine).
+/// the same stash runs meanwhile (a handle is not `Sync`; a seat is held by one thread). User
+/// code that an operation runs between them (a revoked value's `Drop`) may call them again,
+/// which is fine; the one piece of user code that runs *inside* one of them is the global
+/// allocator, when a refill allocates a chunk, and the refill holds no borrow of the stash
+/// across it (see [`Stash::refill`]).
 struct Stash<T> {
     /// Free nodes, `nodes[..len]`.
     nodes: UnsafeCell<[FreeNode<T>; STASH_CAPACITY]>,
@@ -332,15 +335,21 @@ impl<T> Stash<T> {
     /// the stash is empty; `None` if the stack has no node left.
     ///
     /// # Safety
-    /// No other call on this stash runs meanwhile, and the stash only ever holds nodes of
+    /// No other call on this stash runs meanwhile, except calls that user code run by
+    /// [`refill`](Self::refill) makes (see there), and the stash only ever holds nodes of
     /// `stack`.
     #[inline]
     unsafe fn take<'s>(&self, stack: &'s Stack<T>) -> Option<(u32, &'s Node<T>)> {
-        // SAFETY: the caller gives us the stash alone for this call.
-        let (nodes, len) = unsafe { (&mut *self.nodes.get(), &mut *self.len.get()) };
-        if *len == 0 {
-            Self::refill(nodes, len, stack)?;
+        // SAFETY: the caller gives us the stash alone for this call; a plain read, no borrow
+        // kept.
+        if unsafe { *self.len.get() } == 0 {
+            // SAFETY: as for this call.
+            unsafe { self.refill(stack) }?;
         }
+        // SAFETY: the caller gives us the stash alone for this call, and `refill`, which may
+        // have run user code that used the stash, has returned: no other borrow of it is live.
+        let (nodes, len) = unsafe { (&mut *self.nodes.get(), &mut *self.len.get()) };
+        // `refill` returns `Some` only with a node in the stash.
         *len -= 1;
         // SAFETY: `len` stays at most `STASH_CAPACITY` (`keep` spills before it would pass
         // it), so `len - 1` is in bounds.
@@ -351,51 +360,70 @@ impl<T> Stash<T> {
     }
 
     /// Fills the empty stash with a batch from the shared list, or with never-used nodes.
-    /// `None` if neither has any.
+    /// `None` if neither has any; `Some` only with a node in the stash.
+    ///
+    /// Never-used nodes may need a chunk, and allocating it runs the global allocator: user
+    /// code, which may call this stack on this thread, through this very stash (an allocator
+    /// that keeps its free blocks in a `Stack` it pushes and pops through plain calls or a
+    /// handle in a thread-local). So no borrow of the stash is held across the allocation, and
+    /// a stash that such a call left holding nodes keeps them: the never-used nodes go to the
+    /// shared list instead, as one batch.
+    ///
+    /// # Safety
+    /// As for [`take`](Self::take), whose caller found the stash empty.
     #[inline(never)]
-    fn refill(
-        nodes: &mut [FreeNode<T>; STASH_CAPACITY],
-        len: &mut usize,
-        stack: &Stack<T>,
-    ) -> Option<()> {
-        match stack.take_batch() {
-            Some(first) => {
-                // The batch is ours: walk it into the stash.
-                let mut at = first;
-                while at != NIL && *len < STASH_CAPACITY {
-                    let node = stack.node(at);
-                    nodes[*len] = FreeNode {
-                        index: at,
-                        node: NonNull::from(node),
-                    };
-                    *len += 1;
-                    at = node.next.load(Ordering::Relaxed);
-                }
-                if at != NIL {
-                    // Batches hold at most `STASH_BATCH` nodes; should one be longer, its
-                    // rest is still a batch, and goes back.
-                    stack.give_batch(at);
-                }
+    unsafe fn refill(&self, stack: &Stack<T>) -> Option<()> {
+        if let Some(first) = stack.take_batch() {
+            // SAFETY: the caller gives us the stash alone for this call, and no user code has
+            // run since it found the stash empty.
+            let (nodes, len) = unsafe { (&mut *self.nodes.get(), &mut *self.len.get()) };
+            // The batch is ours: walk it into the stash.
+            let mut at = first;
+            while at != NIL && *len < STASH_CAPACITY {
+                let node = stack.node(at);
+                nodes[*len] = FreeNode {
+                    index: at,
+                    node: NonNull::from(node),
+                };
+                *len += 1;
+                at = node.next.load(Ordering::Relaxed);
             }
-            None => {
-                let (first, granted) = stack.allocate_fresh(STASH_BATCH)?;
-                for (slot, index) in nodes.iter_mut().zip(first..).take(granted) {
-                    *slot = FreeNode {
-                        index,
-                        node: NonNull::from(stack.node(index)),
-                    };
-                }
-                *len = granted;
+            if at != NIL {
+                // Batches hold at most `STASH_BATCH` nodes; should one be longer, its
+                // rest is still a batch, and goes back.
+                stack.give_batch(at);
             }
+            return Some(());
         }
+        // May run the allocator (user code), which may use this stash meanwhile.
+        let fresh = stack.allocate_fresh(STASH_BATCH);
+        // SAFETY: the caller gives us the stash alone for this call, and the allocation has
+        // returned: no other borrow of the stash is live.
+        let (nodes, len) = unsafe { (&mut *self.nodes.get(), &mut *self.len.get()) };
+        if *len != 0 {
+            // A call made from inside the allocation left nodes here: they are the stash's.
+            if let Some((first, granted)) = fresh {
+                stack.give_fresh(first, granted);
+            }
+            return Some(());
+        }
+        let (first, granted) = fresh?;
+        for (slot, index) in nodes.iter_mut().zip(first..).take(granted) {
+            *slot = FreeNode {
+                index,
+                node: NonNull::from(stack.node(index)),
+            };
+        }
+        *len = granted;
         Some(())
     }
 
     /// Keeps the free node `index` of `stack`, spilling a batch to the shared list when the
-    /// stash is full.
+    /// stash is full. Runs no user code.
     ///
     /// # Safety
-    /// As for [`take`](Self::take).
+    /// No other call on this stash runs meanwhile, and the stash only ever holds nodes of
+    /// `stack`.
     #[inline]
     unsafe fn keep(&self, stack: &Stack<T>, index: u32, node: &Node<T>) {
         // SAFETY: the caller gives us the stash alone for this call.
@@ -1062,14 +1090,15 @@ impl<T> Stack<T> {
     }
 
     /// [`seat_cache`](Self::seat_cache) for a thread without a seat yet (or any more), or
-    /// whose seat has no cache in this stack yet.
+    /// whose seat has no cache in this stack yet; `None` also if the allocator refuses the
+    /// memory for the cache (the call then takes the shared path, and the seat's next call
+    /// tries again).
     #[cold]
     #[inline(never)]
     fn seat_cache_first(&self) -> Option<&SeatCache<T>> {
         let seat = seat::current()?;
-        // SAFETY: as in `seat_cache`.
-        let made = unsafe { self.seats[seat].load(Ordering::Acquire).as_ref() };
-        Some(made.unwrap_or_else(|| self.seat_cache_new(seat)))
+        self.made_seat_cache(seat)
+            .or_else(|| self.seat_cache_new(seat))
     }
 
     /// A Bagpipe's plain push over this stack whose seat is none, or has no cache here yet:
@@ -1087,17 +1116,50 @@ impl<T> Stack<T> {
         Stack::try_pop(self)
     }
 
-    /// The first plain call of the holder of `seat` on this stack: make its cache.
+    /// The first plain call of the holder of `seat` on this stack: make its cache. `None` if
+    /// the allocator refuses the memory for it: a `try_push` must not abort where a refused
+    /// chunk only makes it fail, so the call goes the shared way, as a seatless thread's.
+    ///
+    /// The allocation runs the global allocator, user code that may call this stack on this
+    /// thread (an allocator that keeps its free blocks in a `Stack`): such a call makes the
+    /// seat's cache first, counts in its tally and stashes nodes there. So the cache is
+    /// installed by a compare-and-swap from null, and one found there is kept (ours freed).
     #[cold]
-    fn seat_cache_new(&self, seat: usize) -> &SeatCache<T> {
-        let cache = Box::into_raw(Box::new(SeatCache {
-            stash: Stash::new(),
-            tally: CachePadded::new(AtomicUsize::new(0)),
-        }));
-        // Only the holder of `seat` stores here, once; Release publishes the cache to `len`.
-        self.seats[seat].store(cache, Ordering::Release);
-        // SAFETY: made just above, freed only with the stack, which `&self` outlives.
-        unsafe { &*cache }
+    fn seat_cache_new(&self, seat: usize) -> Option<&SeatCache<T>> {
+        let layout = alloc::alloc::Layout::new::<SeatCache<T>>();
+        // SAFETY: a `SeatCache` is not zero-sized (its stash holds an array of nodes).
+        let cache = unsafe { alloc::alloc::alloc(layout) }.cast::<SeatCache<T>>();
+        if cache.is_null() {
+            // A call from inside the refused allocation may have made the cache all the same.
+            return self.made_seat_cache(seat);
+        }
+        // SAFETY: `cache` is fresh memory of `SeatCache<T>`'s layout, which nothing else
+        // names.
+        unsafe {
+            cache.write(SeatCache {
+                stash: Stash::new(),
+                tally: CachePadded::new(AtomicUsize::new(0)),
+            })
+        };
+        // Only the holder of `seat` installs here; Release publishes the cache to `len`.
+        match self.seats[seat].compare_exchange(
+            ptr::null_mut(),
+            cache,
+            Ordering::Release,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: allocated with the layout of a `SeatCache<T>` by the global allocator,
+            // so `Stack::drop` frees it as a `Box`; freed only with the stack, which `&self`
+            // outlives.
+            Ok(_) => Some(unsafe { &*cache }),
+            Err(made) => {
+                // SAFETY: as above: ours, a `Box` by its allocation, and never shared.
+                drop(unsafe { Box::from_raw(cache) });
+                // SAFETY: installed by a call of this seat's holder, published with the
+                // Release of that exchange (this thread's own) and freed only with the stack.
+                Some(unsafe { &*made })
+            }
+        }
     }
 
     /// The tallies of handles, past and present, newest first.
@@ -1413,6 +1475,18 @@ impl<T> Handle<'_, T> {
 }
 
 impl<T> Stack<T> {
+    /// Links the never-used nodes `first..first + count` (`count` from 1 to [`STASH_BATCH`],
+    /// just handed out by `allocate_fresh`) into one batch and gives it to the shared list.
+    #[cold]
+    fn give_fresh(&self, first: u32, count: usize) {
+        let last = first + count as u32 - 1;
+        for index in first..last {
+            self.node(index).next.store(index + 1, Ordering::Relaxed);
+        }
+        self.node(last).next.store(NIL, Ordering::Relaxed);
+        self.give_batch(first);
+    }
+
     /// Links `nodes` (free, owned by the caller) into one batch and gives it to the shared list.
     #[cold]
     fn give_nodes(&self, nodes: &[FreeNode<T>]) {
@@ -1483,7 +1557,8 @@ impl<T> Drop for Stack<T> {
         for cache in &self.seats {
             let cache = cache.load(Ordering::Relaxed);
             if !cache.is_null() {
-                // SAFETY: made by `seat_cache_new` with `Box::into_raw`, stored once; `&mut self`
+                // SAFETY: made by `seat_cache_new` as a `Box` would be (the global allocator, the
+                // layout of a `SeatCache<T>`), stored once; `&mut self`
                 // excludes every other access. Its stash holds only indices into the chunks,
                 // which are freed below.
                 drop(unsafe { Box::from_raw(cache) });
