@@ -305,6 +305,36 @@ mod tests {
     }
 
     #[test]
+    fn a_seat_first_taken_in_a_thread_local_destructor_is_given_back() {
+        // Each thread's first call for a seat comes from a thread-local destructor, so the
+        // seat's own destructor is registered while the thread's are already running: it must
+        // still run, or the seats would run out after 128 such threads.
+        struct AskAtExit(Option<std::sync::mpsc::Sender<Option<usize>>>);
+        impl Drop for AskAtExit {
+            fn drop(&mut self) {
+                if let Some(tell) = self.0.take() {
+                    let _ = tell.send(current());
+                }
+            }
+        }
+        std::thread_local! {
+            static ASK: core::cell::RefCell<AskAtExit> =
+                const { core::cell::RefCell::new(AskAtExit(None)) };
+        }
+        for thread in 0..2 * SEATS + 10 {
+            let (tell, told) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                assert_eq!(as_held(), usize::MAX, "no seat before the destructor");
+                ASK.with(|ask| ask.borrow_mut().0 = Some(tell));
+            })
+            .join()
+            .unwrap();
+            let seat = told.recv().expect("the destructor ran");
+            assert!(seat.is_some(), "thread {thread} found no seat free");
+        }
+    }
+
+    #[test]
     fn the_seat_of_an_exited_thread_is_taken_again() {
         // Thousands of threads one after another never run out of seats.
         for _ in 0..2 * SEATS {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
+use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::{MAX_ITEMS, Stack};
 use pitlane_queue::{PopError, PushError};
 use pitlane_testkit::child::{rerun_test, scenario};
@@ -309,4 +310,107 @@ fn refused_first_calls() {
         ended.status,
         String::from_utf8_lossy(&ended.stderr)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A revoked value's Drop, inside a plain pop, that replaces the thread's one-entry cache
+// ---------------------------------------------------------------------------------------------
+
+/// A revocable item whose `Drop` runs a closure (once).
+struct Dropping {
+    handle: &'static RevokeHandle,
+    value: u64,
+    on_drop: Option<Box<dyn FnOnce()>>,
+}
+
+// SAFETY: the handle is leaked, outside the item, and the same for every copy (there are none).
+unsafe impl Revocable for Dropping {
+    fn revoke_handle(&self) -> &RevokeHandle {
+        self.handle
+    }
+}
+
+impl Drop for Dropping {
+    fn drop(&mut self) {
+        if let Some(run) = self.on_drop.take() {
+            run();
+        }
+    }
+}
+
+fn plain(value: u64) -> Dropping {
+    Dropping {
+        handle: Box::leak(Box::new(RevokeHandle::new())),
+        value,
+        on_drop: None,
+    }
+}
+
+/// A plain pop passes a revoked item, whose `Drop` (run inside the pop, after its exchange
+/// and before it keeps the node in the seat's stash) works on two other stacks, each made,
+/// used plainly (so that the thread's one-entry cache names it) and dropped, the second
+/// perhaps at the first one's address; then reads `len`, pushes plainly and through a new
+/// handle onto the popped stack. The pop goes on with the seat's cache it started with: it
+/// returns the newest item, and everything else comes out once, in order, with `len` exact.
+#[test]
+fn a_revoked_items_drop_inside_a_plain_pop_that_drops_the_cached_stack_and_pushes() {
+    std::thread::spawn(|| {
+        let stack = std::rc::Rc::new(Stack::<Dropping>::new());
+        stack.push(plain(1));
+        let handle: &'static RevokeHandle = Box::leak(Box::new(RevokeHandle::new()));
+        let ran = std::rc::Rc::new(Cell::new(false));
+        let nested = {
+            let (stack, ran) = (std::rc::Rc::clone(&stack), std::rc::Rc::clone(&ran));
+            move || {
+                // The pop has counted itself: the one plain item is left.
+                assert_eq!(stack.len(), 1);
+                let first = Box::new(Stack::<u64>::new());
+                first.push(10);
+                assert_eq!(first.pop(), Some(10));
+                first.push(11);
+                drop(first);
+                let second = Box::new(Stack::<u64>::new());
+                assert_eq!((second.len(), second.pop()), (0, None));
+                second.push(20);
+                assert_eq!(
+                    (second.len(), second.pop(), second.pop()),
+                    (1, Some(20), None)
+                );
+                drop(second);
+                stack.push(plain(4));
+                let by_handle = stack.handle();
+                by_handle.push(plain(5));
+                drop(by_handle);
+                assert_eq!(stack.len(), 3);
+                ran.set(true);
+            }
+        };
+        stack.push_revocable(Dropping {
+            handle,
+            value: 2,
+            on_drop: Some(Box::new(nested)),
+        });
+        stack.push(plain(3));
+        let twin = Dropping {
+            handle,
+            value: 2,
+            on_drop: None,
+        };
+        // SAFETY: `stack`, which holds the item, outlives the call.
+        assert!(unsafe { Stack::<Dropping>::revoke(&twin) });
+        assert_eq!(stack.pop().map(|item| item.value), Some(3));
+        // Passes the revoked item (its `Drop` pushes 4, then 5 through a handle).
+        assert_eq!(stack.pop().map(|item| item.value), Some(5));
+        assert!(ran.get(), "the revoked item's drop did not run");
+        assert_eq!(stack.len(), 2);
+        let rest: Vec<u64> = std::iter::from_fn(|| stack.pop().map(|item| item.value)).collect();
+        assert_eq!(rest, [4, 1]);
+        assert_eq!(stack.len(), 0);
+        // The stash holds the nodes again: more plain calls reuse them.
+        (0..200).for_each(|i| stack.push(plain(i)));
+        assert_eq!(stack.len(), 200);
+        assert_eq!(stack.pop().map(|item| item.value), Some(199));
+    })
+    .join()
+    .unwrap();
 }
