@@ -4,7 +4,8 @@
 //! middle of an operation: a seat's cache on the seat's first plain call on a stack, and a
 //! chunk of nodes when a stash refills with never-used nodes. An allocator that keeps its own
 //! free blocks in a `Stack` (the module's `static FREE_PAGES` example) calls the very stack
-//! that is allocating, on the same thread, with the same seat or handle. Here this binary's
+//! that is allocating, on the same thread, with the same seat or handle (or through a Bagpipe
+//! of stacks, which hands its seat to the stack). Here this binary's
 //! allocator runs a test's hook at the allocation the test picks, and refuses, on demand,
 //! the allocations a test picks (the stack documents what a refused chunk does: `try_push`
 //! hands the item back, `push` panics, nothing aborts).
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
+use pitlane_queue::bagpipe::Bagpipe;
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::{MAX_ITEMS, Stack};
 use pitlane_queue::{PopError, PushError};
@@ -221,6 +223,36 @@ fn a_plain_call_from_the_allocator_while_a_stash_refills_loses_no_node() {
     );
     let stack = Arc::into_inner(stack).expect("the thread is done");
     assert_eq!(stack.into_iter().count(), MAX_ITEMS);
+}
+
+/// As above, through a Bagpipe of one stack: its plain calls hand the thread's seat to the
+/// stack (`try_push_seated`), which takes the seat's stash without the thread's one-entry
+/// cache; the allocator pushes through the same Bagpipe.
+#[test]
+fn a_bagpipe_call_from_the_allocator_while_a_pipes_stash_refills_loses_no_node() {
+    let bag = Arc::new(Bagpipe::<Stack<()>>::with_pipes(1).unwrap());
+    let (fired, filled) = std::thread::spawn({
+        let bag = Arc::clone(&bag);
+        move || {
+            (0..64).for_each(|_| bag.push(()));
+            let nested = Arc::clone(&bag);
+            arm(later_chunk, move || nested.push(()));
+            bag.push(());
+            let fired = hook_fired();
+            (fired, fill(|| bag.try_push(())))
+        }
+    })
+    .join()
+    .unwrap();
+    assert!(
+        fired,
+        "the hook never ran: the push did not allocate a chunk"
+    );
+    assert_eq!(
+        (66 + filled, bag.size_guess()),
+        (MAX_ITEMS, MAX_ITEMS),
+        "pushes that went in, and the size, when the Bagpipe said it was full"
+    );
 }
 
 /// A stack whose handle lives in a thread-local, as an allocator's would.
