@@ -118,7 +118,7 @@ impl Waiter {
 
     /// Under the lock: records how the waiter was notified and leaves its waker in it (a
     /// drain finished while a panic unwinds; the owner finds the notification when next
-    /// polled, and drops the waker with its future).
+    /// polled, and drops the waker then, as a tokio waiter does).
     fn mark(&self, how: u8) {
         self.notification.store(how, Ordering::Relaxed);
     }
@@ -340,9 +340,10 @@ impl Notify {
     /// created after the call began is not completed by it (should the call's drain find it
     /// queued, it is woken and, when polled, registers again). If a waker panics, the
     /// remaining waiters are still marked notified before the panic continues, as tokio's
-    /// are: they are not woken, and keep their wakers (each is dropped with its future), so
-    /// that no waker is dropped while the lock is held or the panic unwinds; each completes
-    /// when next polled (one created after this call began registers again instead).
+    /// are: they are not woken, and keep their wakers (each is dropped when its future
+    /// completes, or with the future), so that no waker is dropped while the lock is held or
+    /// the panic unwinds; each completes when next polled (one created after this call began
+    /// registers again instead).
     ///
     /// ```
     /// use std::pin::pin;
@@ -493,6 +494,11 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                             // A notify_waiters ran between our first read and our enqueue.
                             leave_after_broadcast(notify, node);
                             this.phase = Phase::Done;
+                            // A completed `Notified` keeps no waker, as tokio's (which checks
+                            // the counter under its lock before it registers any).
+                            // SAFETY: the node is out of the queue (removed by `leave`, or
+                            // dequeued: the remover is done with it); only we touch its slot.
+                            unsafe { node.data().waker.unregister() };
                             return Poll::Ready(());
                         }
                         Poll::Pending
@@ -539,6 +545,12 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                         return unsafe { Pin::new_unchecked(this) }.poll_wait(waker);
                     }
                     this.phase = Phase::Done;
+                    // A completed `Notified` keeps no waker, as tokio's (which takes it out when
+                    // it completes): the one it registered, if it left the queue itself, or one
+                    // a drain left it on its unwinding path.
+                    // SAFETY: the node is out of the queue (dequeued: the remover is done with
+                    // it; or removed by `leave_covered`); only we touch its slot.
+                    unsafe { node.data().waker.unregister() };
                     return Poll::Ready(());
                 }
                 Poll::Pending

@@ -36,11 +36,13 @@ impl WakerSlot {
         });
     }
 
-    /// Once the waiter completed without being queued: drops the waker that an earlier try of
-    /// the same enqueue kept (that try lost its compare-and-swap and the next one completed
-    /// the waiter at once), so that a completed `Notified`, which its user may keep, holds no
-    /// clone of its task's waker (tokio's holds none). The semaphore's acquire futures are
-    /// dropped as soon as they complete (inside `async fn`s), so they do not need it.
+    /// Once the waiter completed, out of the queue (never queued, removed, or dequeued): drops
+    /// the waker it kept (an earlier try of the same enqueue kept it and lost its
+    /// compare-and-swap, and the next one completed the waiter at once; or the waiter was
+    /// queued with it, and a remover or a drain left it there), so that a completed
+    /// `Notified`, which its user may keep, holds no clone of its task's waker (tokio's holds
+    /// none). The semaphore's acquire futures are dropped as soon as they complete (inside
+    /// `async fn`s), so they do not need it.
     ///
     /// # Safety
     /// The node holding the slot is not queued, and only its owner touches it.
