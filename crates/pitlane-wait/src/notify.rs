@@ -51,9 +51,10 @@
 //!   increment (the broadcast may wait for the lock in between). A waiter created after the
 //!   increment and queued before the swap is not covered by that broadcast: found drained
 //!   while the counter still reads the value it recorded at creation, it is not done; it
-//!   registers again, as at a first poll, when next polled (the drain woke it, unless a
-//!   waker panicked before the drain reached it: then it is left unwoken, as the waiters the
-//!   drain covers are on that path). tokio's
+//!   registers again, as at a first poll, when next polled (with that poll's waker) or
+//!   enabled (keeping the waker it had: the drain woke it through a clone, made under the
+//!   lock, and left it its waker; unless a waker panicked before the drain reached it: then
+//!   it is left unwoken, as the waiters the drain covers are on that path). tokio's
 //!   broadcast increments and takes its list under one hold of its lock, so no waiter of its
 //!   is created in between.
 //!
@@ -94,6 +95,9 @@ pub(crate) struct Waiter {
     waker: WakerSlot,
     /// One of `NOTIFIED_*`, written by the notifier before it marks the node dequeued.
     notification: AtomicU8,
+    /// The broadcast counter when the `Notified` was created (as `Wait::broadcasts`), read by
+    /// a broadcast's drain to tell whether it covers the waiter.
+    created: usize,
 }
 
 // SAFETY: `waker` is accessed by the owner only while its node is unqueued (before the
@@ -102,10 +106,11 @@ pub(crate) struct Waiter {
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
-    fn new() -> Self {
+    fn new(created: usize) -> Self {
         Waiter {
             waker: WakerSlot::new(),
             notification: AtomicU8::new(NOTIFIED_NONE),
+            created,
         }
     }
 
@@ -114,6 +119,24 @@ impl Waiter {
         self.mark(how);
         // SAFETY: called by a lock holder on a queued node being removed.
         unsafe { self.waker.take() }
+    }
+
+    /// Under the lock, by the drain of the broadcast that made the counter `began`: records
+    /// the broadcast and takes the waiter's waker, unless the waiter was created after that
+    /// increment. Such a waiter is not covered by the broadcast and registers again when next
+    /// polled (see `drained_uncovered`): it keeps its waker, and is woken through a clone, so
+    /// that registering again from `enable` (which brings no waker) still leaves it the waker
+    /// its poll registered, as a tokio waiter (never drained by such a broadcast) keeps it.
+    fn notify_all(&self, began: usize) -> Option<Waker> {
+        self.mark(NOTIFIED_ALL);
+        // Created at `began` or later (the counter only moves forward, wrapping).
+        if self.created.wrapping_sub(began) <= usize::MAX / 2 {
+            // SAFETY: called by a lock holder on a queued node being removed.
+            unsafe { self.waker.clone_kept() }
+        } else {
+            // SAFETY: as above.
+            unsafe { self.waker.take() }
+        }
     }
 
     /// Under the lock: records how the waiter was notified and leaves its waker in it (a
@@ -338,12 +361,16 @@ impl Notify {
     /// The set of waiters woken is fixed atomically at the call: a task that starts waiting
     /// while the wake-ups are under way is not woken by this call, and a [`Notified`]
     /// created after the call began is not completed by it (should the call's drain find it
-    /// queued, it is woken and, when polled, registers again). If a waker panics, the
-    /// remaining waiters are still marked notified before the panic continues, as tokio's
-    /// are: they are not woken, and keep their wakers (each is dropped when its future
-    /// completes, or with the future), so that no waker is dropped while the lock is held or
-    /// the panic unwinds; each completes when next polled (one created after this call began
-    /// registers again instead).
+    /// queued, it is woken through a clone of its waker, which it keeps, and registers again
+    /// when polled or enabled: so an `enable` then leaves it the waker its poll registered, as
+    /// on tokio; the clone is made under the lock, as tokio's poll of a queued `Notified` with
+    /// a new waker makes its clone).
+    ///
+    /// If a waker panics, the remaining waiters are still marked notified before the panic
+    /// continues, as tokio's are: they are not woken, and keep their wakers (each is dropped
+    /// when its future completes, or with the future), so that no waker is dropped while the
+    /// lock is held or the panic unwinds; each completes when next polled (one created after
+    /// this call began registers again instead).
     ///
     /// ```
     /// use std::pin::pin;
@@ -357,7 +384,10 @@ impl Notify {
     /// ```
     pub fn notify_waiters(&self) {
         self.note_notifier();
-        self.broadcasts.fetch_add(1, Ordering::SeqCst);
+        let began = self
+            .broadcasts
+            .fetch_add(1, Ordering::SeqCst)
+            .wrapping_add(1);
         // Either a waiter's second read of the counter sees this increment, or this look at
         // the queue sees the waiter queued (see the module doc).
         fence(Ordering::SeqCst);
@@ -367,7 +397,7 @@ impl Notify {
         let mut locked = self.queue.lock();
         locked.drain(
             NO_PERMIT,
-            |waiter| waiter.notify(NOTIFIED_ALL),
+            |waiter| waiter.notify_all(began),
             |waiter| waiter.mark(NOTIFIED_ALL),
         );
     }
@@ -399,8 +429,11 @@ impl Default for Notify {
 // `Notify` is unwind safe, as tokio's is (its tests/unwindsafe.rs checks that; without these
 // impls the `UnsafeCell` of a waiter's waker slot, reached through the queue's node pointers,
 // would make it neither). A panic cannot leave a `Notify` broken for the code that catches
-// it: the only user code it runs is wakers, called with the lock released, and a waker that
-// panics in `notify_waiters` still leaves every drained waiter notified (see that method);
+// it: the only user code it runs is wakers, woken with the lock released (and cloned under it,
+// for a queued waiter polled with a new waker and for a waiter a broadcast drains without
+// covering it: a clone that panics there leaves the waiter its waker and the queue whole, as
+// a `take` that panics in a drain does), and a waker that panics in `notify_waiters` still
+// leaves every drained waiter notified (see that method);
 // the lock does not poison, and every other step is an atomic operation or a list update
 // made under the lock by code that does not panic.
 impl core::panic::UnwindSafe for Notify {}
@@ -442,7 +475,7 @@ impl<N: Deref<Target = Notify>> Wait<N> {
             notify,
             phase: Phase::Init,
             broadcasts,
-            node: Node::new(Waiter::new()),
+            node: Node::new(Waiter::new(broadcasts)),
         }
     }
 
@@ -528,11 +561,12 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     if drained_uncovered(notify, node, this.broadcasts) {
                         // Drained by a broadcast that began (incremented the counter) before
                         // this future was created: not notified. Register again, as a fresh
-                        // first poll does (the counter is the one recorded at creation).
+                        // first poll does (the counter is the one recorded at creation). The
+                        // drain left the waiter its waker (see `Waiter::notify_all`): a poll
+                        // registers its own instead, an `enable` (no waker) keeps it.
                         if waker.is_some() {
                             // SAFETY: the node is dequeued: the remover is done with it and
-                            // nobody else touches its slot. (A waker the drain left in it, on
-                            // its unwinding path, gives way to the one this poll registers.)
+                            // nobody else touches its slot.
                             unsafe { node.data().waker.unregister() };
                         }
                         node.data()
@@ -547,7 +581,7 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                     this.phase = Phase::Done;
                     // A completed `Notified` keeps no waker, as tokio's (which takes it out when
                     // it completes): the one it registered, if it left the queue itself, or one
-                    // a drain left it on its unwinding path.
+                    // a drain left it (on its unwinding path, or not covering it).
                     // SAFETY: the node is out of the queue (dequeued: the remover is done with
                     // it; or removed by `leave_covered`); only we touch its slot.
                     unsafe { node.data().waker.unregister() };

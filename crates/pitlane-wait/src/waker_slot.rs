@@ -62,6 +62,19 @@ impl WakerSlot {
         self.0.with_mut(|cell| unsafe { (*cell).take() })
     }
 
+    /// Under the lock, by a remover that wakes the waiter but leaves it its waker: a clone of
+    /// the kept waker, to be woken once the lock is released. (A broadcast's drain wakes a
+    /// waiter it does not cover this way, so that the waiter, registering again, still has the
+    /// waker its poll registered, even if it registers again from `enable`, which brings none.)
+    ///
+    /// # Safety
+    /// The caller holds the queue's lock and the node holding the slot is queued (or being
+    /// removed by the caller).
+    pub(crate) unsafe fn clone_kept(&self) -> Option<Waker> {
+        // SAFETY: the lock orders every access to a queued node's slot (caller).
+        self.0.with(|cell| unsafe { (*cell).clone() })
+    }
+
     /// Under the lock, by the owner of a queued node polled again: keeps `waker` instead of
     /// the kept one unless both wake the same task. Returns the replaced waker, to be dropped
     /// once the lock is released.

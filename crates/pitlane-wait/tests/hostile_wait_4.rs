@@ -16,6 +16,7 @@ mod hostile {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     use std::task::{Context, RawWaker, RawWakerVTable, Waker};
+    use std::time::Duration;
 
     use pitlane_testkit::wakers::{CountingWaker, on_wake};
     use pitlane_wait::queue::WAKE_BATCH;
@@ -221,5 +222,184 @@ mod hostile {
         );
         let pitlane = wakers_after_a_panicked_broadcast!(Notify::new());
         assert_eq!(pitlane, tokio);
+    }
+
+    /// Set when the waker of `lock_holding_waker` is being cloned (under the notify's lock).
+    static CLONING: AtomicBool = AtomicBool::new(false);
+    /// Lets that clone return.
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+
+    /// A waker whose `clone` waits for `RELEASE`: a queued `Notified` polled with it (a new
+    /// waker) clones it under the notify's lock, so the lock stays held meanwhile.
+    fn lock_holding_waker() -> Waker {
+        fn noop(_: *const ()) {}
+        fn plain_clone(_: *const ()) -> RawWaker {
+            RawWaker::new(std::ptr::null(), &PLAIN)
+        }
+        fn holding_clone(_: *const ()) -> RawWaker {
+            CLONING.store(true, Ordering::SeqCst);
+            while !RELEASE.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            plain_clone(std::ptr::null())
+        }
+        static PLAIN: RawWakerVTable = RawWakerVTable::new(plain_clone, noop, noop, noop);
+        static HOLDING: RawWakerVTable = RawWakerVTable::new(holding_clone, noop, noop, noop);
+        // SAFETY: the vtables do nothing with the (null) data pointer.
+        unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &HOLDING)) }
+    }
+
+    /// A `Notified` polled with a waker, later only `enable`d, keeps that waker registered:
+    /// tokio's `enable` on a waiting `Notified` leaves its waker as it is, so the next
+    /// `notify_one` wakes the task that polled it. Here the same holds even when a broadcast
+    /// that began before the `Notified` was created drained it (its drain wakes the waiter,
+    /// which registers again when next polled or enabled): returns whether the `notify_one`
+    /// after the `enable` woke the waker, and whether the future is then ready.
+    ///
+    /// On tokio the broadcast cannot be caught between its increment and its drain (both
+    /// happen under one hold of its lock): its run is the linearized one, the broadcast
+    /// before the `Notified` is created.
+    fn tokio_enable_after_a_broadcast() -> (bool, bool) {
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let w = CountingWaker::new();
+        notify.notify_waiters();
+        let mut later = Box::pin(notify.clone().notified_owned());
+        assert!(w.with_context(|cx| later.as_mut().poll(cx)).is_pending());
+        assert!(!later.as_mut().enable());
+        let before = w.wakes();
+        notify.notify_one();
+        let woken = w.wakes() > before;
+        (
+            woken,
+            w.with_context(|cx| later.as_mut().poll(cx)).is_ready(),
+        )
+    }
+
+    /// Serializes the tests that use `CLONING` and `RELEASE`.
+    static HOLDING: Mutex<()> = Mutex::new(());
+
+    /// Makes the race of `hostile_wait_3.rs`: a `notify_waiters` increments its counter and
+    /// then waits for the lock (held by a queued `Notified` polled with a new waker whose
+    /// `clone`, made under the lock, waits); a sleep lets the broadcast reach its increment
+    /// (checked: a `Notified` created before it is then complete). Meanwhile a `Notified` is
+    /// created and polled with `waker`; the drain then takes it without covering it. Returns
+    /// it, drained.
+    fn drained_without_being_covered(
+        notify: &Arc<Notify>,
+        waker: &CountingWaker,
+    ) -> Pin<Box<OwnedNotified>> {
+        CLONING.store(false, Ordering::SeqCst);
+        RELEASE.store(false, Ordering::SeqCst);
+        let w = CountingWaker::new();
+        let mut first = Box::pin(notify.clone().notified_owned());
+        assert!(w.with_context(|cx| first.as_mut().poll(cx)).is_pending());
+        let mut before = Box::pin(notify.clone().notified_owned());
+        std::thread::scope(|s| {
+            let holder = s.spawn(move || {
+                let waker = lock_holding_waker();
+                let _ = first.as_mut().poll(&mut Context::from_waker(&waker));
+                first
+            });
+            while !CLONING.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let broadcaster = s.spawn(|| notify.notify_waiters());
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(
+                before.as_mut().enable(),
+                "the broadcast has incremented its counter"
+            );
+            let mut later = Box::pin(notify.clone().notified_owned());
+            assert!(
+                waker
+                    .with_context(|cx| later.as_mut().poll(cx))
+                    .is_pending()
+            );
+            RELEASE.store(true, Ordering::SeqCst);
+            let mut first = holder.join().unwrap();
+            broadcaster.join().unwrap();
+            assert!(w.with_context(|cx| first.as_mut().poll(cx)).is_ready());
+            // The drain took `later` (queued when it swapped the queue out) and woke it.
+            assert_eq!(waker.wakes(), 1, "the drain woke the uncovered waiter");
+            later
+        })
+    }
+
+    /// Regression: a `Notified` created after a `notify_waiters` incremented its counter but
+    /// before that broadcast's drain took the lock, and polled (queued) meanwhile, is drained
+    /// without being covered; when next polled it registers again. When it was next only
+    /// `enable`d, it registered again with no waker (the drain had taken the one its poll
+    /// registered, to wake it), so the `notify_one` that then chose it woke nobody: a task
+    /// that polls once and then checks with `enable` (correct on tokio, whose `enable` keeps
+    /// the registered waker) slept for ever. Now the drain wakes such a waiter through a clone
+    /// and leaves it its waker, which an `enable` keeps.
+    #[test]
+    fn enable_after_a_drain_that_did_not_cover_the_waiter_keeps_its_waker_like_tokio() {
+        let _serial = HOLDING.lock().unwrap_or_else(|e| e.into_inner());
+        let tokio = tokio_enable_after_a_broadcast();
+        assert_eq!(tokio, (true, true), "tokio");
+
+        let notify = Arc::new(Notify::new());
+        let later_waker = CountingWaker::new();
+        let mut later = drained_without_being_covered(&notify, &later_waker);
+        assert!(!later.as_mut().enable(), "not covered by that broadcast");
+        let before = later_waker.wakes();
+        notify.notify_one();
+        let woken = later_waker.wakes() > before;
+        let ready = later_waker
+            .with_context(|cx| later.as_mut().poll(cx))
+            .is_ready();
+        assert_eq!(
+            (woken, ready),
+            tokio,
+            "(woken by the notify_one, ready after it)"
+        );
+    }
+
+    /// A waiter drained without being covered and then covered by a later broadcast completes
+    /// when enabled, and keeps no clone of its waker once complete (tokio's completed
+    /// `Notified` holds none): the clone the drain left it goes when it completes.
+    #[test]
+    fn a_drained_uncovered_waiter_covered_later_keeps_no_waker_once_complete() {
+        let _serial = HOLDING.lock().unwrap_or_else(|e| e.into_inner());
+        let notify = Arc::new(Notify::new());
+        let later_waker = CountingWaker::new();
+        let mut later = drained_without_being_covered(&notify, &later_waker);
+        notify.notify_waiters();
+        assert!(later.as_mut().enable(), "covered by the second broadcast");
+        assert_eq!(later_waker.live(), 1, "wakers kept by the complete future");
+        assert!(
+            later_waker
+                .with_context(|cx| later.as_mut().poll(cx))
+                .is_ready()
+        );
+        // The same on tokio: registered, then completed by a broadcast.
+        let tokio_notify = Arc::new(tokio::sync::Notify::new());
+        let tokio_waker = CountingWaker::new();
+        let mut tokio_later = Box::pin(tokio_notify.clone().notified_owned());
+        assert!(
+            tokio_waker
+                .with_context(|cx| tokio_later.as_mut().poll(cx))
+                .is_pending()
+        );
+        tokio_notify.notify_waiters();
+        assert!(tokio_later.as_mut().enable());
+        assert_eq!(tokio_waker.live(), 1, "tokio");
+    }
+
+    /// Polled again with a new waker after the uncovered drain, the waiter registers that
+    /// waker and drops the one the drain left it: the next `notify_one` wakes the new one only.
+    #[test]
+    fn a_drained_uncovered_waiter_polled_with_a_new_waker_registers_that_one() {
+        let _serial = HOLDING.lock().unwrap_or_else(|e| e.into_inner());
+        let notify = Arc::new(Notify::new());
+        let old = CountingWaker::new();
+        let mut later = drained_without_being_covered(&notify, &old);
+        let new = CountingWaker::new();
+        assert!(new.with_context(|cx| later.as_mut().poll(cx)).is_pending());
+        assert_eq!(old.live(), 1, "the old waker is dropped");
+        notify.notify_one();
+        assert_eq!((old.wakes(), new.wakes()), (1, 1));
+        assert!(new.with_context(|cx| later.as_mut().poll(cx)).is_ready());
     }
 }
