@@ -1110,7 +1110,9 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
     }
 
     /// Removes `node` if it is still queued (its owner leaving, e.g. a dropped future); an
-    /// emptied queue holds state 0. Returns whether it was queued; it is `Unqueued` after.
+    /// emptied queue holds state 0. Returns whether it was queued; it is `Unqueued` after,
+    /// also when a remover had taken it out (`Dequeued`: the remover's writes to its data are
+    /// visible then), so that it may be enqueued again.
     ///
     /// # Safety
     /// `node` was only ever enqueued on this queue, and the call that enqueued it has
@@ -1132,8 +1134,15 @@ impl<'a, T, L: Lock, P: Parker> Locked<'a, T, L, P> {
     /// ```
     pub unsafe fn remove(&mut self, node: Pin<&Node<T>>) -> bool {
         debug_assert!(self.held);
-        if node.status.load(Ordering::Acquire) != QUEUED {
-            return false;
+        match node.status.load(Ordering::Acquire) {
+            QUEUED => {}
+            DEQUEUED => {
+                // Taken out by a remover, which stored `Dequeued` under this lock as its last
+                // access: nobody else writes the status now. `Unqueued` after, as documented.
+                node.status.store(UNQUEUED, Ordering::Relaxed);
+                return false;
+            }
+            _ => return false,
         }
         // SAFETY: the lock is held and the node is queued here or in a drain of this queue
         // (caller); its owner (our caller) finished its enqueue, so its incoming link is

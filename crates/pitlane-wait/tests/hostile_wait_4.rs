@@ -12,14 +12,15 @@ extern crate pitlane_alloc;
 #[cfg(not(pitlane_loom))]
 mod hostile {
     use std::future::Future;
-    use std::pin::Pin;
+    use std::pin::{Pin, pin};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     use std::task::{Context, RawWaker, RawWakerVTable, Waker};
     use std::time::Duration;
 
     use pitlane_testkit::wakers::{CountingWaker, on_wake};
-    use pitlane_wait::queue::WAKE_BATCH;
+    use pitlane_wait::WaitQueue;
+    use pitlane_wait::queue::{Decision, Node, NodeStatus, Outcome, WAKE_BATCH};
     use pitlane_wait::{Notify, OwnedNotified};
 
     /// What a waker of `hook_waker` points at: its own clone of a counted waker (so that the
@@ -401,5 +402,38 @@ mod hostile {
         notify.notify_one();
         assert_eq!((old.wakes(), new.wakes()), (1, 1));
         assert!(new.with_context(|cx| later.as_mut().poll(cx)).is_ready());
+    }
+
+    /// Regression: `Locked::remove` documents "Returns whether it was queued; it is
+    /// `Unqueued` after", but a node that a remover had taken out (`Dequeued`) stayed
+    /// `Dequeued` after it (`left: Dequeued`): an owner following the doc, which enqueues the
+    /// node again after `remove` (as `enqueue_or_update` asks of an `Unqueued` node), broke
+    /// that call's precondition (a debug build asserts it). Now `remove` leaves a dequeued
+    /// node `Unqueued`, as it says.
+    #[test]
+    fn remove_leaves_a_dequeued_node_unqueued_as_documented() {
+        let queue: WaitQueue<u8> = WaitQueue::new(0);
+        let node = pin!(Node::new(1));
+        // SAFETY: the node leaves the queue (dequeued below, then removed) before it is
+        // dropped, and is enqueued on this queue only.
+        unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+        assert_eq!(queue.lock().dequeue(0, |_| None), Some(true));
+        assert_eq!(node.status(), NodeStatus::Dequeued);
+        // SAFETY: enqueued on this queue only, by a call that returned.
+        assert!(!unsafe { queue.lock().remove(node.as_ref()) });
+        assert_eq!(node.status(), NodeStatus::Unqueued, "after `remove`");
+        // So it may be enqueued again, as the doc has it.
+        // SAFETY: as above.
+        let again = unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+        assert_eq!(again, Outcome::Enqueued(Some(0)));
+        // SAFETY: as above.
+        assert!(unsafe { queue.lock().remove(node.as_ref()) });
+        assert_eq!(node.status(), NodeStatus::Unqueued);
+        // A node never enqueued stays `Unqueued` too.
+        let fresh = pin!(Node::new(2));
+        // SAFETY: never enqueued anywhere.
+        assert!(!unsafe { queue.lock().remove(fresh.as_ref()) });
+        assert_eq!(fresh.status(), NodeStatus::Unqueued);
+        assert_eq!(queue.state(), Some(0));
     }
 }
