@@ -436,4 +436,158 @@ mod hostile {
         assert_eq!(fresh.status(), NodeStatus::Unqueued);
         assert_eq!(queue.state(), Some(0));
     }
+
+    /// Pin: a drain's `take` that changes the emptied queue's state (the drain swapped the
+    /// chain out for `new_state` first, so the queue is empty and open to state updates while
+    /// the drain finishes its nodes): the drain leaves that state alone, and returns `true`.
+    #[test]
+    fn a_drains_take_that_updates_the_new_state_keeps_its_update() {
+        let queue: WaitQueue<u8> = WaitQueue::new(0);
+        let nodes = [pin!(Node::new(1)), pin!(Node::new(2)), pin!(Node::new(3))];
+        for node in &nodes {
+            // SAFETY: drained below, before the nodes are dropped; this queue only.
+            unsafe { queue.enqueue_or_update(node.as_ref(), |_| Decision::Enqueue) };
+        }
+        let mut seen = Vec::new();
+        let drained = queue.lock().drain(
+            5,
+            |n| {
+                seen.push((*n, queue.state()));
+                assert!(queue.fetch_update_state(|s| Some(s + 10)).is_ok());
+                None
+            },
+            |_| {},
+        );
+        assert!(drained);
+        assert_eq!(seen, [(1, Some(5)), (2, Some(15)), (3, Some(25))]);
+        assert_eq!(queue.state(), Some(35));
+        assert!(nodes.iter().all(|n| n.status() == NodeStatus::Dequeued));
+    }
+
+    /// Pin: a guard's batch of wakers is woken with the lock released, so a waker that takes
+    /// the same queue's lock from its `wake` (on this thread, or on another that it waits
+    /// for) does not deadlock, in the flush of a full batch and in the guard's drop.
+    #[test]
+    fn a_waker_that_locks_the_same_queue_from_its_wake_does_not_deadlock() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let queue: Arc<WaitQueue<()>> = Arc::new(WaitQueue::new(0));
+            let relocks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let waker = {
+                let (queue, relocks) = (queue.clone(), relocks.clone());
+                on_wake(move || {
+                    // Another thread takes the lock too, and this waker waits for it.
+                    let q = queue.clone();
+                    std::thread::spawn(move || drop(q.lock())).join().unwrap();
+                    let mut locked = queue.lock();
+                    assert_eq!(locked.dequeue(0, |_| None), None);
+                    relocks.fetch_add(1, Ordering::SeqCst);
+                })
+            };
+            let mut locked = queue.lock();
+            for _ in 0..WAKE_BATCH + 1 {
+                locked.wake_later(waker.clone());
+            }
+            let during = relocks.load(Ordering::SeqCst);
+            drop(locked);
+            let _ = done.send((during, relocks.load(Ordering::SeqCst)));
+        });
+        let counts = finished
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a waker that locked the queue deadlocked");
+        assert_eq!(
+            counts,
+            (WAKE_BATCH, WAKE_BATCH + 1),
+            "(after the flush, after the drop)"
+        );
+    }
+
+    /// Pin: `Park` maps keys to 64 parking addresses, so of 65 keys at least two share one;
+    /// an `unpark` wakes every thread parked on its key's address (a thread woken for another
+    /// key checks its own condition and parks again). Each of 65 threads parked on its own
+    /// key returns after its own unpark, one after the other: an unpark that woke only one
+    /// thread of an address could wake the wrong one and leave the right one parked.
+    #[test]
+    fn park_unparks_every_thread_of_keys_sharing_a_parking_address() {
+        use pitlane_wait::lock::{Park, Parker};
+        const THREADS: usize = 65;
+        let flags: Arc<Vec<AtomicBool>> =
+            Arc::new((0..THREADS).map(|_| AtomicBool::new(true)).collect());
+        let (done, finished) = std::sync::mpsc::channel();
+        for i in 0..THREADS {
+            let (flags, done) = (flags.clone(), done.clone());
+            std::thread::spawn(move || {
+                let flag = &flags[i];
+                let key = std::ptr::from_ref(flag).addr();
+                while flag.load(Ordering::Acquire) {
+                    Park::park(key, || flag.load(Ordering::Acquire));
+                }
+                let _ = done.send(i);
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200)); // let them park
+        for i in (0..THREADS).rev() {
+            let flag = &flags[i];
+            flag.store(false, Ordering::Release);
+            Park::unpark(std::ptr::from_ref(flag).addr());
+            let returned = finished
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("thread {i} stayed parked after its unpark"));
+            assert_eq!(returned, i);
+        }
+    }
+
+    /// An `OwnedSemaphorePermit` dropped from the waker of a waiter that a release just
+    /// served (woken with the lock released): its permits go to the next waiter, as on tokio.
+    /// Returns `(first ready, second ready, second woken, free permits)`.
+    macro_rules! permit_dropped_from_a_served_waiters_wake {
+        ($sem:ty) => {{
+            let sem = Arc::new(<$sem>::new(1));
+            let extra = Arc::new(Mutex::new(Some(sem.clone().try_acquire_owned().unwrap())));
+            let dropper = {
+                let extra = extra.clone();
+                on_wake(move || drop(extra.lock().unwrap().take()))
+            };
+            let w = CountingWaker::new();
+            let mut first = Box::pin(sem.clone().acquire_owned());
+            let mut second = Box::pin(sem.clone().acquire_owned());
+            assert!(
+                first
+                    .as_mut()
+                    .poll(&mut Context::from_waker(&dropper))
+                    .is_pending()
+            );
+            assert!(w.with_context(|cx| second.as_mut().poll(cx)).is_pending());
+            sem.add_permits(1);
+            let first_ready = match w.with_context(|cx| first.as_mut().poll(cx)) {
+                std::task::Poll::Ready(Ok(p)) => {
+                    p.forget();
+                    true
+                }
+                _ => false,
+            };
+            let second_woken = w.wakes();
+            let second_ready = match w.with_context(|cx| second.as_mut().poll(cx)) {
+                std::task::Poll::Ready(Ok(p)) => {
+                    p.forget();
+                    true
+                }
+                _ => false,
+            };
+            (
+                first_ready,
+                second_ready,
+                second_woken,
+                sem.available_permits(),
+            )
+        }};
+    }
+
+    #[test]
+    fn a_permit_dropped_from_a_served_waiters_wake_serves_the_next_like_tokio() {
+        let tokio = permit_dropped_from_a_served_waiters_wake!(tokio::sync::Semaphore);
+        assert_eq!(tokio, (true, true, 1, 0), "tokio");
+        let pitlane = permit_dropped_from_a_served_waiters_wake!(pitlane_wait::Semaphore);
+        assert_eq!(pitlane, tokio);
+    }
 }
