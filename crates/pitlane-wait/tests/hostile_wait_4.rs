@@ -289,6 +289,19 @@ mod hostile {
         notify: &Arc<Notify>,
         waker: &CountingWaker,
     ) -> Pin<Box<OwnedNotified>> {
+        let (later, broadcast) = drained_without_being_covered_by(notify, &waker.waker());
+        broadcast.unwrap();
+        // The drain took `later` (queued when it swapped the queue out) and woke it.
+        assert_eq!(waker.wakes(), 1, "the drain woke the uncovered waiter");
+        later
+    }
+
+    /// `drained_without_being_covered` with the later `Notified` polled with `waker`; returns
+    /// it and how the broadcast's call ended.
+    fn drained_without_being_covered_by(
+        notify: &Arc<Notify>,
+        waker: &Waker,
+    ) -> (Pin<Box<OwnedNotified>>, std::thread::Result<()>) {
         CLONING.store(false, Ordering::SeqCst);
         RELEASE.store(false, Ordering::SeqCst);
         let w = CountingWaker::new();
@@ -312,17 +325,16 @@ mod hostile {
             );
             let mut later = Box::pin(notify.clone().notified_owned());
             assert!(
-                waker
-                    .with_context(|cx| later.as_mut().poll(cx))
+                later
+                    .as_mut()
+                    .poll(&mut Context::from_waker(waker))
                     .is_pending()
             );
             RELEASE.store(true, Ordering::SeqCst);
             let mut first = holder.join().unwrap();
-            broadcaster.join().unwrap();
+            let broadcast = broadcaster.join();
             assert!(w.with_context(|cx| first.as_mut().poll(cx)).is_ready());
-            // The drain took `later` (queued when it swapped the queue out) and woke it.
-            assert_eq!(waker.wakes(), 1, "the drain woke the uncovered waiter");
-            later
+            (later, broadcast)
         })
     }
 
@@ -589,5 +601,48 @@ mod hostile {
         assert_eq!(tokio, (true, true, 1, 0), "tokio");
         let pitlane = permit_dropped_from_a_served_waiters_wake!(pitlane_wait::Semaphore);
         assert_eq!(pitlane, tokio);
+    }
+
+    /// Pin of the drain's clone (made under the lock) of an uncovered waiter's waker: one whose
+    /// `clone` panics there makes `notify_waiters` panic (as a `take` that panics in a drain
+    /// does), and leaves the waiter its waker and the queue whole: the waiter registers again
+    /// at its `enable`, the next `notify_one` wakes it, and nothing else is lost.
+    #[test]
+    fn an_uncovered_waiters_waker_whose_clone_panics_in_the_drain_leaves_it_its_waker() {
+        let _serial = HOLDING.lock().unwrap_or_else(|e| e.into_inner());
+        let notify = Arc::new(Notify::new());
+        let counts = CountingWaker::new();
+        let clones = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let waker = {
+            let clones = clones.clone();
+            // The first clone is the poll's registration; the second, the drain's.
+            hook_waker(&counts, move || {
+                if clones.fetch_add(1, Ordering::SeqCst) == 1 {
+                    panic!("a waker's clone panics");
+                }
+            })
+        };
+        let (mut later, broadcast) = drained_without_being_covered_by(&notify, &waker);
+        assert!(
+            broadcast.is_err(),
+            "the clone's panic came out of notify_waiters"
+        );
+        assert_eq!(clones.load(Ordering::SeqCst), 2);
+        assert_eq!(counts.wakes(), 0);
+        assert!(!later.as_mut().enable(), "not covered by that broadcast");
+        notify.notify_one();
+        assert_eq!(
+            counts.wakes(),
+            1,
+            "the notify_one woke the registered waker"
+        );
+        assert!(later.as_mut().enable());
+        drop(waker);
+        assert_eq!(counts.live(), 1, "no waker left in the completed future");
+        // The queue works on.
+        let mut next = Box::pin(notify.clone().notified_owned());
+        assert!(!next.as_mut().enable());
+        notify.notify_waiters();
+        assert!(next.as_mut().enable());
     }
 }
