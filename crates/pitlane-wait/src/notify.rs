@@ -95,8 +95,8 @@ pub(crate) struct Waiter {
     waker: WakerSlot,
     /// One of `NOTIFIED_*`, written by the notifier before it marks the node dequeued.
     notification: AtomicU8,
-    /// The broadcast counter when the `Notified` was created (as `Wait::broadcasts`), read by
-    /// a broadcast's drain to tell whether it covers the waiter.
+    /// The broadcast counter when the `Notified` was created, read by its owner and by a
+    /// broadcast's drain to tell whether a broadcast covers the waiter.
     created: usize,
 }
 
@@ -463,8 +463,7 @@ enum Phase {
 struct Wait<N: Deref<Target = Notify>> {
     notify: N,
     phase: Phase,
-    /// `notify.broadcasts` when the future was created.
-    broadcasts: usize,
+    /// Its waiter: it records `notify.broadcasts` when the future was created (`created`).
     node: Node<Waiter>,
 }
 
@@ -474,7 +473,6 @@ impl<N: Deref<Target = Notify>> Wait<N> {
         Wait {
             notify,
             phase: Phase::Init,
-            broadcasts,
             node: Node::new(Waiter::new(broadcasts)),
         }
     }
@@ -485,14 +483,15 @@ impl<N: Deref<Target = Notify>> Wait<N> {
         // SAFETY: `this` is pinned, so is its `node`.
         let node = unsafe { Pin::new_unchecked(&this.node) };
         let notify = &*this.notify;
+        let created = node.data().created;
         match this.phase {
             Phase::Init => {
                 // A notify_waiters since creation completes us without taking the permit.
-                if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
+                if notify.broadcasts.load(Ordering::SeqCst) != created {
                     this.phase = Phase::Done;
                     return Poll::Ready(());
                 }
-                if wait_before_deciding(notify, this.broadcasts) {
+                if wait_before_deciding(notify, created) {
                     // A notify_waiters since creation, seen while waiting: as above.
                     this.phase = Phase::Done;
                     return Poll::Ready(());
@@ -523,7 +522,7 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                         this.phase = Phase::Waiting;
                         // Pairs with the fence in `notify_waiters` (see the module doc).
                         fence(Ordering::SeqCst);
-                        if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
+                        if notify.broadcasts.load(Ordering::SeqCst) != created {
                             // A notify_waiters ran between our first read and our enqueue.
                             leave_after_broadcast(notify, node);
                             this.phase = Phase::Done;
@@ -541,7 +540,7 @@ impl<N: Deref<Target = Notify>> Wait<N> {
             }
             Phase::Waiting => {
                 let done = node.status() == NodeStatus::Dequeued
-                    || if notify.broadcasts.load(Ordering::SeqCst) != this.broadcasts {
+                    || if notify.broadcasts.load(Ordering::SeqCst) != created {
                         // A broadcast that covers us (see `leave_covered`) has not reached us
                         // yet: it is draining batches ahead of ours, or about to drain.
                         leave_covered(notify, node);
@@ -558,7 +557,7 @@ impl<N: Deref<Target = Notify>> Wait<N> {
                         }
                     };
                 if done {
-                    if drained_uncovered(notify, node, this.broadcasts) {
+                    if drained_uncovered(notify, node, created) {
                         // Drained by a broadcast that began (incremented the counter) before
                         // this future was created: not notified. Register again, as a fresh
                         // first poll does (the counter is the one recorded at creation). The
