@@ -434,13 +434,24 @@ impl Builder {
         };
 
         let slots = allocate_slots::<T>(capacity)?;
-        let shared = NonNull::from(Box::leak(Box::new(Shared {
-            slots,
-            gone: AtomicU8::new(0),
-            consumer_at: AtomicUsize::new(0),
-        })));
+        // The box both ends share, allocated fallibly too: `Box::new` would abort the process
+        // if the allocator refused these few bytes. Refused, the slots are freed as `slots`
+        // drops here (a slot has no drop glue of its own; no value is in them yet).
+        let Some(shared) = allocate_shared::<T>() else {
+            return Err(out_of_memory::<T>(capacity));
+        };
+        // SAFETY: `shared` is a fresh allocation with the layout of a `Shared<T>`, which this
+        // write initialises; nothing else refers to it yet.
+        unsafe {
+            shared.as_ptr().write(Shared {
+                slots,
+                gone: AtomicU8::new(0),
+                consumer_at: AtomicUsize::new(0),
+            });
+        }
         let ring = Ring {
-            // SAFETY: `shared` was just made from a live box, freed only when both ends leave.
+            // SAFETY: `shared` was just initialised above, and is freed only when both ends
+            // leave.
             slots: NonNull::from(&*unsafe { shared.as_ref() }.slots).cast::<Slot<T>>(),
             capacity,
             _values: PhantomData,
@@ -501,6 +512,15 @@ fn allocate_slots<T>(capacity: usize) -> Result<Box<[Slot<T>]>, ChannelError> {
     Ok(slots.into_boxed_slice())
 }
 
+/// Uninitialised memory for the box both ends share, from the global allocator with the layout
+/// `Box<Shared<T>>` frees with (the last end to leave rebuilds the box: [`Shared::leave`]), or
+/// `None` if the allocator refuses it (never an abort).
+fn allocate_shared<T>() -> Option<NonNull<Shared<T>>> {
+    let layout = core::alloc::Layout::new::<Shared<T>>();
+    // SAFETY: a `Shared<T>` holds a boxed slice, so its size is not zero.
+    NonNull::new(unsafe { alloc::alloc::alloc(layout) }.cast::<Shared<T>>())
+}
+
 /// The error for `capacity` slots the allocator refused.
 fn out_of_memory<T>(capacity: usize) -> ChannelError {
     ChannelError::OutOfMemory {
@@ -534,7 +554,8 @@ pub enum ChannelError {
     },
     /// The increment of adaptive backtracking must be at least 1.
     ZeroIncrement,
-    /// The allocator could not provide the slots.
+    /// The allocator could not provide the slots, or the few bytes beside them that the two
+    /// ends share (`bytes` counts the slots alone).
     OutOfMemory {
         /// The capacity asked for.
         capacity: usize,
@@ -620,7 +641,9 @@ impl<T> Shared<T> {
             .fetch_or(end, Ordering::AcqRel);
         if before != 0 {
             // SAFETY: the other end has left too (and its `AcqRel` update is ordered before
-            // ours), so nothing else refers to the box; it came from `Box::leak`.
+            // ours), so nothing else refers to the box; it was allocated by `allocate_shared`
+            // with the global allocator and `Box<Shared<T>>`'s layout, and initialised by
+            // `Builder::build`, which is what `Box::from_raw` needs.
             drop(unsafe { Box::from_raw(shared.as_ptr()) });
         }
     }
