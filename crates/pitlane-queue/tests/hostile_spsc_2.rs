@@ -23,15 +23,15 @@
 
 #[cfg(not(pitlane_alloc_global))]
 use std::alloc::{GlobalAlloc, Layout, System};
-#[cfg(not(pitlane_alloc_global))]
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::mem::MaybeUninit;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 #[cfg(not(pitlane_alloc_global))]
 use pitlane_queue::spsc::ChannelError;
-use pitlane_queue::spsc::{Builder, ChunkError, Consumer, PopError, Producer};
+use pitlane_queue::spsc::{self, Builder, ChunkError, Consumer, PopError, Producer};
 use pitlane_sync::spin::TtasMutex;
 use pitlane_testkit::child::{rerun_test, scenario};
 use pitlane_testkit::stress::run_threads;
@@ -731,4 +731,498 @@ fn counters_read_from_each_end_stay_within_the_other_ends_progress_and_keep_thei
             },
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// User code in the middle of a chunk that drops the other end
+// ---------------------------------------------------------------------------------------------
+
+thread_local! {
+    /// Drops per value id, on this thread.
+    static DROPS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    /// A consumer that a value's `Drop` may take and drop.
+    static HELD_CONSUMER: RefCell<Option<Consumer<Leaver>>> = const { RefCell::new(None) };
+    /// A producer that a value's `Drop` may take and drop.
+    static HELD_PRODUCER: RefCell<Option<Producer<Leaver>>> = const { RefCell::new(None) };
+}
+
+/// A value that counts its drops by id and, if `leaves`, drops the end held in this thread's
+/// `HELD_CONSUMER` or `HELD_PRODUCER` from inside its own `Drop`.
+#[derive(Debug)]
+struct Leaver {
+    id: usize,
+    leaves: bool,
+}
+
+impl Leaver {
+    fn new(leaves: bool) -> Self {
+        DROPS.with(|drops| {
+            let mut drops = drops.borrow_mut();
+            drops.push(0);
+            Leaver {
+                id: drops.len() - 1,
+                leaves,
+            }
+        })
+    }
+}
+
+/// For `write_chunk`: the first value made after `LEAVER_AT` is set is the one that leaves.
+impl Default for Leaver {
+    fn default() -> Self {
+        let leaves = LEAVER_AT.with(|at| at.get() == Some(0));
+        LEAVER_AT.with(|at| at.set(at.get().map(|n| n.wrapping_sub(1))));
+        Leaver::new(leaves)
+    }
+}
+
+thread_local! {
+    /// `Some(n)`: the `n`-th value `Leaver::default` makes from now (from 0) leaves.
+    static LEAVER_AT: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+impl Drop for Leaver {
+    fn drop(&mut self) {
+        DROPS.with(|drops| drops.borrow_mut()[self.id] += 1);
+        if self.leaves {
+            // The `take` ends the borrow of each cell before the end is dropped: an end's drop
+            // may drop values, whose own `Drop` reaches these cells again.
+            let consumer = HELD_CONSUMER.with(|held| held.borrow_mut().take());
+            drop(consumer);
+            let producer = HELD_PRODUCER.with(|held| held.borrow_mut().take());
+            drop(producer);
+        }
+    }
+}
+
+fn reset_drops() {
+    DROPS.with(|drops| drops.borrow_mut().clear());
+}
+
+fn assert_each_dropped_once() {
+    DROPS.with(|drops| {
+        let drops = drops.borrow();
+        assert!(!drops.is_empty(), "no value was made");
+        for (id, &count) in drops.iter().enumerate() {
+            assert_eq!(count, 1, "value {id} dropped {count} times");
+        }
+    });
+}
+
+/// A write chunk commits 2 of its 4 values and drops the other 2; the first of those drops the
+/// consumer (with a value still queued before the chunk) from inside its `Drop`. The commit
+/// finishes, the producer sees the consumer gone, pushes more, and dropping the producer
+/// drops every value still in the queue, each once, the chunk's discarded ones by the chunk.
+#[test]
+fn a_value_discarded_by_a_write_commit_drops_the_consumer_mid_commit() {
+    reset_drops();
+    let (mut producer, mut consumer) = Builder::new(6).batch(2).build::<Leaver>().unwrap();
+    assert!(!producer.is_abandoned());
+    producer.try_push(Leaver::new(false)).unwrap();
+    producer.try_push(Leaver::new(false)).unwrap();
+    drop(consumer.try_pop().unwrap());
+    HELD_CONSUMER.with(|held| *held.borrow_mut() = Some(consumer));
+    // Values 2..=5 made by the chunk; the third of them (the first discarded) leaves.
+    LEAVER_AT.with(|at| at.set(Some(2)));
+    let mut chunk = producer.write_chunk(4).unwrap();
+    LEAVER_AT.with(|at| at.set(None));
+    assert!(chunk.get(2).unwrap().leaves);
+    assert!(!chunk.get_mut(3).unwrap().leaves);
+    assert!(HELD_CONSUMER.with(|held| held.borrow().is_some()));
+    chunk.commit(2);
+    assert!(
+        producer.is_abandoned(),
+        "the consumer left inside the commit"
+    );
+    assert!(HELD_CONSUMER.with(|held| held.borrow().is_none()));
+    // Queued now: value 1 and the two committed. Room for three more; the fourth is refused.
+    assert_eq!((producer.len(), producer.free_slots()), (3, 3));
+    for _ in 0..3 {
+        producer.try_push(Leaver::new(false)).unwrap();
+    }
+    let refused = producer.try_push(Leaver::new(false)).unwrap_err();
+    drop(refused);
+    drop(producer);
+    assert_each_dropped_once();
+}
+
+/// A read chunk commits 3 values; the second one's `Drop` drops the producer in the middle of
+/// the commit. The commit takes out the third value all the same, the consumer sees the
+/// producer gone and pops the rest, and every value is dropped once.
+#[test]
+fn a_value_dropped_by_a_read_commit_drops_the_producer_mid_commit() {
+    reset_drops();
+    let (mut producer, mut consumer) = Builder::new(4).batch(4).build::<Leaver>().unwrap();
+    for i in 0..4 {
+        producer.try_push(Leaver::new(i == 1)).unwrap();
+    }
+    HELD_PRODUCER.with(|held| *held.borrow_mut() = Some(producer));
+    let chunk = consumer.read_chunk(3).unwrap();
+    assert!(!chunk.get(0).unwrap().leaves && chunk.get(1).unwrap().leaves);
+    chunk.commit(3);
+    assert!(HELD_PRODUCER.with(|held| held.borrow().is_none()));
+    assert!(
+        consumer.is_abandoned(),
+        "the producer left inside the commit"
+    );
+    assert_eq!(consumer.len(), 1);
+    let last = consumer.try_pop().expect("the value after the chunk");
+    assert_eq!(last.id, 3);
+    drop(last);
+    assert!(consumer.try_pop().is_err());
+    drop(consumer);
+    assert_each_dropped_once();
+}
+
+/// A read chunk's iterator moves values out one by one; the second value, dropped by the
+/// caller between two `next`s, drops the producer, whose drop would free the ring were the
+/// consumer gone too. The chunk goes on with the rest, and the consumer, dropped last, drops
+/// the values left (one after the chunk, one left in the chunk unread), each once.
+#[test]
+fn the_producer_dropped_between_two_steps_of_a_read_chunks_iterator() {
+    reset_drops();
+    let (mut producer, mut consumer) = Builder::new(5).batch(1).build::<Leaver>().unwrap();
+    for i in 0..5 {
+        producer.try_push(Leaver::new(i == 1)).unwrap();
+    }
+    HELD_PRODUCER.with(|held| *held.borrow_mut() = Some(producer));
+    let (first, third) = {
+        let mut chunk = consumer.read_chunk(4).unwrap();
+        let first = chunk.next().unwrap();
+        drop(chunk.next().unwrap());
+        assert!(HELD_PRODUCER.with(|held| held.borrow().is_none()));
+        let third = chunk.next().unwrap();
+        assert_eq!((chunk.len(), chunk.iterated()), (1, 3));
+        (first, third)
+        // The chunk ends here, with one value unread.
+    };
+    assert_eq!((first.id, third.id), (0, 2));
+    assert!(consumer.is_abandoned());
+    assert_eq!(consumer.len(), 2);
+    assert_eq!(consumer.peek().map(|v| v.id), Ok(3));
+    drop((first, third));
+    drop(consumer);
+    assert_each_dropped_once();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Iterators that lie or panic inside a chunk fill
+// ---------------------------------------------------------------------------------------------
+
+/// Yields `next..` forever, claims to be empty (`(0, Some(0))`), and panics when dropped if
+/// `bomb` is set.
+struct Bottomless {
+    next: u64,
+    bomb: bool,
+}
+
+impl Iterator for Bottomless {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        self.next += 1;
+        Some(self.next - 1)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(0))
+    }
+}
+
+impl Drop for Bottomless {
+    fn drop(&mut self) {
+        if self.bomb && !std::thread::panicking() {
+            panic!("the iterator's drop gives up");
+        }
+    }
+}
+
+/// Quietens the planned panics of this file; any other panic is reported.
+fn quiet_planned_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let planned = info
+                .payload()
+                .downcast_ref::<&str>()
+                .is_some_and(|m| m.starts_with("the iterator") || m.starts_with("planned"));
+            if !planned {
+                report(info);
+            }
+        }));
+    });
+}
+
+/// `fill_from_iter` and `push_iter` with an endless iterator that says it is empty: they take
+/// exactly as many values as there is room for (none more: the rest stay in the iterator),
+/// whatever the hint. With a `Drop` that panics after the fill, the values written stay
+/// published and the producer is just past them.
+#[test]
+fn fills_from_an_endless_iterator_that_claims_to_be_empty_and_panics_when_dropped() {
+    quiet_planned_panics();
+    let (mut producer, mut consumer) = Builder::new(8).batch(3).build::<u64>().unwrap();
+    producer.try_push(100).unwrap();
+    let mut source = Bottomless {
+        next: 0,
+        bomb: false,
+    };
+    let chunk = producer.write_chunk_uninit(5).unwrap();
+    assert_eq!(chunk.fill_from_iter(source.by_ref()), 5);
+    assert_eq!(
+        source.next, 5,
+        "fill_from_iter took a value it had no slot for"
+    );
+    assert_eq!(producer.push_iter(source.by_ref()), 2);
+    assert_eq!(source.next, 7, "push_iter took a value it had no room for");
+    assert!(producer.is_full());
+    assert_eq!(
+        consumer.try_iter().collect::<Vec<_>>(),
+        [100, 0, 1, 2, 3, 4, 5, 6]
+    );
+    // Now an iterator whose drop panics, at the end of the fill, with the ring wrapped.
+    producer.push_slice(&[200, 201, 202]);
+    assert_eq!(consumer.try_pop(), Ok(200));
+    let chunk = producer.write_chunk_uninit(4).unwrap();
+    let bomb = Bottomless {
+        next: 10,
+        bomb: true,
+    };
+    let panicked = catch_unwind(AssertUnwindSafe(|| chunk.fill_from_iter(bomb)));
+    assert!(panicked.is_err(), "the iterator's drop did not panic");
+    assert_eq!((producer.len(), producer.free_slots()), (6, 2));
+    producer.try_push(300).unwrap();
+    assert_eq!(
+        consumer.try_iter().collect::<Vec<_>>(),
+        [201, 202, 10, 11, 12, 13, 300]
+    );
+    assert!(consumer.is_empty() && producer.is_empty());
+}
+
+/// A `Clone` that panics at a planned value, and counts the clones made.
+#[derive(Debug, PartialEq)]
+struct Fragile(u64);
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        if self.0 == 13 {
+            panic!("planned: value 13 cannot be cloned");
+        }
+        Fragile(self.0)
+    }
+}
+
+/// `io::Write`-like slices of values whose `Clone` panics in the middle of a `push_slice` that
+/// wraps around the ring's end: the values cloned before are pushed, in order, nothing after;
+/// the producer carries on just past them.
+#[test]
+fn a_clone_panicking_in_a_wrapping_push_slice_leaves_the_prefix_pushed() {
+    quiet_planned_panics();
+    let (mut producer, mut consumer) = Builder::new(6).batch(6).build::<Fragile>().unwrap();
+    for i in 0..4 {
+        producer.try_push(Fragile(i)).unwrap();
+    }
+    assert_eq!(consumer.try_iter().take(4).count(), 4);
+    let values: Vec<Fragile> = (10..16).map(Fragile).collect();
+    let panicked = catch_unwind(AssertUnwindSafe(|| producer.push_slice(&values)));
+    assert!(panicked.is_err());
+    assert_eq!(producer.len(), 3);
+    producer.try_push(Fragile(99)).unwrap();
+    assert_eq!(
+        consumer.try_iter().collect::<Vec<_>>(),
+        [Fragile(10), Fragile(11), Fragile(12), Fragile(99)]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// io::Write and io::Read against the other end's other APIs, on two threads
+// ---------------------------------------------------------------------------------------------
+
+/// The byte at place `i` of the streams below.
+fn byte(i: u64) -> u8 {
+    (i % 251) as u8
+}
+
+/// `io::Write` with buffers of 0 bytes, 1, the capacity and three times it, against the
+/// owned iterator (given back by `into_inner` and made again each time it runs dry); the
+/// producer leaves mid-stream, and the consumer gets every byte once, in order, and then sees
+/// the end.
+#[test]
+fn io_writes_against_the_owned_iterator_and_the_writer_leaving_mid_stream() {
+    use std::io::{ErrorKind, Write};
+    const BYTES: u64 = 100_000;
+    for capacity in [1, 2, 7, 64] {
+        let (producer, consumer) = spsc::channel::<u8>(capacity);
+        on_two_threads(
+            producer,
+            consumer,
+            |mut producer| {
+                let (mut next, mut step, mut failures) = (0u64, 0usize, 0);
+                while next < BYTES {
+                    step += 1;
+                    let len = [0, 1, capacity, 3 * capacity, 5][step % 5];
+                    let len = len.min((BYTES - next) as usize);
+                    let buffer: Vec<u8> = (next..next + len as u64).map(byte).collect();
+                    match producer.write(&buffer) {
+                        Ok(written) => {
+                            assert!(written <= len);
+                            assert!(written > 0 || len == 0, "Ok(0) for {len} bytes");
+                            next += written as u64;
+                        }
+                        Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                            assert!(len > 0, "WouldBlock for an empty buffer");
+                            back_off(&mut failures);
+                        }
+                        Err(error) => panic!("write: {error}"),
+                    }
+                    producer.flush().unwrap();
+                }
+                // Leaves with bytes still queued: the consumer must get them all.
+            },
+            |consumer| {
+                let (mut expected, mut failures) = (0u64, 0);
+                let mut values = consumer.into_iter();
+                loop {
+                    for value in values.by_ref() {
+                        assert_eq!(value, byte(expected), "byte {expected}");
+                        expected += 1;
+                    }
+                    let consumer = values.into_inner();
+                    if consumer.is_abandoned() && consumer.is_empty() {
+                        break;
+                    }
+                    back_off(&mut failures);
+                    values = consumer.into_iter();
+                }
+                assert_eq!(expected, BYTES);
+            },
+        );
+    }
+}
+
+/// `io::Read` (buffers of 0 bytes, 1, more than the ring holds, and `read_to_end`, retried
+/// after `WouldBlock`) against `push_slice` and `fill_from_iter`: every byte once, in order;
+/// once the producer is gone and the queue drained, every read is `Ok(0)`.
+#[test]
+fn io_reads_against_slices_and_fills_and_the_end_of_the_stream() {
+    use std::io::{ErrorKind, Read};
+    const BYTES: u64 = 100_000;
+    for capacity in [1, 3, 16, 100] {
+        let (producer, consumer) = spsc::channel::<u8>(capacity);
+        on_two_threads(
+            producer,
+            consumer,
+            |mut producer| {
+                let (mut next, mut step, mut failures) = (0u64, 0usize, 0);
+                while next < BYTES {
+                    step += 1;
+                    let len = (1 + step % 9).min((BYTES - next) as usize);
+                    let pushed = if step % 2 == 0 {
+                        let buffer: Vec<u8> = (next..next + len as u64).map(byte).collect();
+                        producer.push_slice(&buffer)
+                    } else {
+                        let room = producer.free_slots().min(len);
+                        producer
+                            .write_chunk_uninit(room)
+                            .expect("free_slots said so")
+                            .fill_from_iter((next..).map(byte))
+                    };
+                    next += pushed as u64;
+                    if pushed == 0 {
+                        if producer.is_abandoned() {
+                            return;
+                        }
+                        back_off(&mut failures);
+                    }
+                }
+            },
+            |mut consumer| {
+                let (mut received, mut step, mut failures) = (Vec::new(), 0usize, 0);
+                loop {
+                    step += 1;
+                    let before = received.len();
+                    let ended = match step % 4 {
+                        0 => match consumer.read_to_end(&mut received) {
+                            Ok(_) => true,
+                            Err(error) if error.kind() == ErrorKind::WouldBlock => false,
+                            Err(error) => panic!("read_to_end: {error}"),
+                        },
+                        way => {
+                            let mut buffer = vec![0xEE; [0, 1, 3 * capacity + 1][way - 1]];
+                            match consumer.read(&mut buffer) {
+                                Ok(0) => !buffer.is_empty(),
+                                Ok(read) => {
+                                    received.extend_from_slice(&buffer[..read]);
+                                    assert!(buffer[read..].iter().all(|&b| b == 0xEE));
+                                    false
+                                }
+                                Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                                    assert!(!buffer.is_empty(), "WouldBlock for an empty buffer");
+                                    false
+                                }
+                                Err(error) => panic!("read: {error}"),
+                            }
+                        }
+                    };
+                    if ended {
+                        assert!(
+                            consumer.is_abandoned(),
+                            "the end of the stream while writing"
+                        );
+                        break;
+                    }
+                    if received.len() == before {
+                        back_off(&mut failures);
+                    }
+                }
+                assert_eq!(received.len() as u64, BYTES);
+                for (i, &b) in received.iter().enumerate() {
+                    assert_eq!(b, byte(i as u64), "byte {i}");
+                }
+                // The end stays the end.
+                let mut buffer = [0; 4];
+                assert_eq!(consumer.read(&mut buffer).unwrap(), 0);
+                assert_eq!(consumer.read_to_end(&mut received).unwrap(), 0);
+            },
+        );
+    }
+}
+
+/// The reader leaves mid-stream: each later `write` is `BrokenPipe` (an empty one too), and
+/// so is `write_all`, however much room the ring has; `flush` still succeeds. A `read` of an
+/// empty buffer is `Ok(0)` whether or not the writer lives, and what a gone writer left is
+/// read before the end.
+#[test]
+fn io_after_the_far_end_left() {
+    use std::io::{ErrorKind, Read, Write};
+    let (mut producer, consumer) = spsc::channel::<u8>(4);
+    assert_eq!(producer.write(b"").unwrap(), 0);
+    assert_eq!(producer.write(b"abcdef").unwrap(), 4);
+    drop(consumer);
+    for buffer in [&b""[..], b"x", b"xyz"] {
+        assert_eq!(
+            producer.write(buffer).unwrap_err().kind(),
+            ErrorKind::BrokenPipe
+        );
+    }
+    assert_eq!(
+        producer.write_all(b"more").unwrap_err().kind(),
+        ErrorKind::BrokenPipe
+    );
+    producer.flush().unwrap();
+    drop(producer);
+
+    let (mut producer, mut consumer) = spsc::channel::<u8>(4);
+    assert_eq!(consumer.read(&mut []).unwrap(), 0);
+    assert_eq!(
+        consumer.read(&mut [0; 8]).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    producer.write_all(b"end").unwrap();
+    drop(producer);
+    assert_eq!(consumer.read(&mut []).unwrap(), 0);
+    let mut text = String::new();
+    assert_eq!(consumer.read_to_string(&mut text).unwrap(), 3);
+    assert_eq!(text, "end");
+    assert_eq!(consumer.read(&mut [0; 8]).unwrap(), 0);
 }
