@@ -24,6 +24,7 @@
 #[cfg(not(pitlane_alloc_global))]
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +36,7 @@ use pitlane_queue::spsc::{self, Builder, ChunkError, Consumer, PopError, Produce
 use pitlane_sync::spin::TtasMutex;
 use pitlane_testkit::child::{rerun_test, scenario};
 use pitlane_testkit::stress::run_threads;
+use proptest::prelude::*;
 
 /// The environment variable that tells a re-run of this binary which scenario to run.
 const ROLE: &str = "PITLANE_HOSTILE_SPSC_2_SCENARIO";
@@ -1225,4 +1227,443 @@ fn io_after_the_far_end_left() {
     assert_eq!(consumer.read_to_string(&mut text).unwrap(), 3);
     assert_eq!(text, "end");
     assert_eq!(consumer.read(&mut [0; 8]).unwrap(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kinds of values through chunks on two threads
+// ---------------------------------------------------------------------------------------------
+
+/// 64 KiB that say which value they are in every word.
+struct Big([u64; 8192]);
+
+impl Default for Big {
+    fn default() -> Self {
+        Big([u64::MAX; 8192])
+    }
+}
+
+impl Big {
+    fn of(id: u64) -> Self {
+        let mut words = [0; 8192];
+        for (i, word) in words.iter_mut().enumerate() {
+            *word = id << 16 | i as u64;
+        }
+        Big(words)
+    }
+
+    /// The value's id, after checking every word.
+    fn id(&self) -> u64 {
+        let id = self.0[0] >> 16;
+        for (i, &word) in self.0.iter().enumerate() {
+            assert_eq!(word, id << 16 | i as u64, "word {i} of value {id} torn");
+        }
+        id
+    }
+}
+
+/// 64 KiB values, written in place in default-filled chunks or pushed, read in place in read
+/// chunks, peeked, or popped, on two threads through rings of 1 to 4 slots: each arrives
+/// whole, once, in order.
+#[test]
+fn values_of_64_kib_through_chunks_on_two_threads() {
+    const ITEMS: u64 = 120;
+    for capacity in 1..=4 {
+        let (producer, consumer) = Builder::new(capacity).batch(1).build::<Big>().unwrap();
+        on_two_threads(
+            producer,
+            consumer,
+            |mut producer| {
+                let (mut next, mut failures) = (0u64, 0);
+                while next < ITEMS {
+                    let pushed = if next % 2 == 0 {
+                        let k = (capacity as u64).min(ITEMS - next) as usize;
+                        let outcome = producer.write_chunk(k).map(|mut chunk| {
+                            for (i, value) in chunk.iter_mut().enumerate() {
+                                *value = Big::of(next + i as u64);
+                            }
+                            chunk.commit_all();
+                            k
+                        });
+                        outcome.unwrap_or(0)
+                    } else {
+                        usize::from(producer.try_push(Big::of(next)).is_ok())
+                    };
+                    next += pushed as u64;
+                    if pushed == 0 {
+                        if producer.is_abandoned() {
+                            return;
+                        }
+                        back_off(&mut failures);
+                    }
+                }
+            },
+            |mut consumer| {
+                let (mut expected, mut failures) = (0u64, 0);
+                while expected < ITEMS {
+                    let got = match expected % 3 {
+                        0 => {
+                            let there = consumer.len();
+                            let mut chunk = consumer.read_chunk(there).expect("len said so");
+                            for (i, value) in chunk.iter().enumerate() {
+                                assert_eq!(value.id(), expected + i as u64, "in place");
+                            }
+                            for (i, value) in chunk.by_ref().enumerate() {
+                                assert_eq!(value.id(), expected + i as u64, "moved out");
+                            }
+                            there
+                        }
+                        1 => match consumer.peek().map(Big::id) {
+                            Ok(id) => {
+                                assert_eq!(id, expected, "peeked");
+                                assert_eq!(consumer.try_pop().map(|v| v.id()), Ok(expected));
+                                1
+                            }
+                            Err(_) => 0,
+                        },
+                        _ => match consumer.try_pop() {
+                            Ok(value) => {
+                                assert_eq!(value.id(), expected, "popped");
+                                1
+                            }
+                            Err(_) => 0,
+                        },
+                    };
+                    expected += got as u64;
+                    if got == 0 {
+                        assert!(!(consumer.is_abandoned() && consumer.is_empty()));
+                        back_off(&mut failures);
+                    }
+                }
+            },
+        );
+    }
+}
+
+/// Aligned to a page, far beyond a slot's state byte.
+#[repr(align(4096))]
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct PageAligned(u64);
+
+/// Page-aligned values filled from an iterator and popped into uninitialised buffers (also
+/// one whose elements are themselves page-aligned) on two threads: every slot lent and every
+/// value popped is aligned, each value arrives once and in order.
+#[test]
+fn page_aligned_values_through_fills_and_uninit_pops_on_two_threads() {
+    const ITEMS: u64 = 5_000;
+    let aligned = |value: &PageAligned| std::ptr::from_ref(value).is_aligned();
+    let (producer, consumer) = Builder::new(5).batch(2).build::<PageAligned>().unwrap();
+    on_two_threads(
+        producer,
+        consumer,
+        |mut producer| {
+            let (mut next, mut failures) = (0u64, 0);
+            while next < ITEMS {
+                let room = producer.free_slots().min((ITEMS - next) as usize);
+                let mut chunk = producer
+                    .write_chunk_uninit(room)
+                    .expect("free_slots said so");
+                assert!((0..room).all(|i| chunk.slot(i).as_ptr().is_aligned()));
+                let pushed = chunk.fill_from_iter((next..).map(PageAligned));
+                next += pushed as u64;
+                if pushed == 0 {
+                    if producer.is_abandoned() {
+                        return;
+                    }
+                    back_off(&mut failures);
+                }
+            }
+        },
+        |mut consumer| {
+            let (mut expected, mut step, mut failures) = (0u64, 0usize, 0);
+            let mut buffer = [MaybeUninit::<PageAligned>::uninit(); 4];
+            while expected < ITEMS {
+                step += 1;
+                let k = (1 + step % 4).min((ITEMS - expected) as usize);
+                let popped: Vec<PageAligned> = if step % 2 == 0 {
+                    let (popped, _) = consumer.pop_partial_slice_uninit(&mut buffer[..k]);
+                    assert!(popped.iter().all(aligned));
+                    popped.to_vec()
+                } else {
+                    match consumer.pop_entire_slice_uninit(&mut buffer[..k]) {
+                        Ok(popped) => {
+                            assert!(popped.iter().all(aligned));
+                            popped.to_vec()
+                        }
+                        Err(_) => Vec::new(),
+                    }
+                };
+                for (i, value) in popped.iter().enumerate() {
+                    assert_eq!(value.0, expected + i as u64, "lost or reordered");
+                }
+                expected += popped.len() as u64;
+                if popped.is_empty() {
+                    if let Ok(front) = consumer.peek() {
+                        assert!(aligned(front));
+                    }
+                    back_off(&mut failures);
+                }
+            }
+        },
+    );
+}
+
+/// Zero-sized values that count how many are made and dropped, all threads together.
+static UNITS_MADE: AtomicU64 = AtomicU64::new(0);
+static UNITS_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+struct Unit;
+
+impl Default for Unit {
+    fn default() -> Self {
+        UNITS_MADE.fetch_add(1, Ordering::Relaxed);
+        Unit
+    }
+}
+
+impl Drop for Unit {
+    fn drop(&mut self) {
+        UNITS_DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Zero-sized values with a `Drop`: default-filled chunks committed in part (the rest dropped
+/// by the chunk) against read chunks committed in part and iterated, on two threads, and the
+/// values left dropped with the ends. Every value made is dropped exactly once, and the
+/// consumer sees exactly as many as were committed.
+#[test]
+fn zero_sized_values_with_a_drop_through_chunks_on_two_threads() {
+    const COMMITS: u64 = 20_000;
+    let committed = AtomicU64::new(0);
+    let received = AtomicU64::new(0);
+    let (producer, consumer) = Builder::new(7).batch(3).build::<Unit>().unwrap();
+    on_two_threads(
+        producer,
+        consumer,
+        |mut producer| {
+            let (mut step, mut done, mut failures) = (0u64, 0u64, 0);
+            while done < COMMITS {
+                step += 1;
+                let k = 1 + (step % 4) as usize;
+                let outcome = producer.write_chunk(k).map(|chunk| {
+                    let n = (step % 3) as usize % (k + 1);
+                    chunk.commit(n);
+                    n as u64
+                });
+                match outcome {
+                    Ok(n) => done += n,
+                    Err(_) => {
+                        if producer.is_abandoned() {
+                            break;
+                        }
+                        back_off(&mut failures);
+                    }
+                }
+            }
+            committed.store(done, Ordering::Release);
+            // Leaves with values still queued.
+        },
+        |mut consumer| {
+            let (mut step, mut got, mut failures) = (0u64, 0u64, 0);
+            loop {
+                step += 1;
+                let there = consumer.len().min(1 + (step % 5) as usize);
+                let mut chunk = consumer.read_chunk(there).expect("len said so");
+                let n = if step % 2 == 0 {
+                    let n = there / 2;
+                    chunk.commit(n);
+                    n
+                } else {
+                    chunk.by_ref().take(there).count()
+                };
+                got += n as u64;
+                if n == 0 {
+                    if consumer.is_abandoned() {
+                        // Leave a few behind for the last end to drop.
+                        if consumer.len() <= 3 {
+                            break;
+                        }
+                    } else {
+                        back_off(&mut failures);
+                    }
+                }
+            }
+            received.store(got + consumer.len() as u64, Ordering::Release);
+        },
+    );
+    assert_eq!(
+        received.load(Ordering::Acquire),
+        committed.load(Ordering::Acquire),
+        "received (and left) differs from committed"
+    );
+    assert_eq!(
+        UNITS_MADE.load(Ordering::Relaxed),
+        UNITS_DROPPED.load(Ordering::Relaxed),
+        "made and dropped differ"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the property tests do not vary: the increment, with chunks, and the cached promises
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum Step {
+    Push,
+    Pop,
+    /// Push as many values as `cached_slots` promises: every one must succeed.
+    PushCached,
+    /// Pop as many values as `cached_slots` promises: every one must succeed.
+    PopCached,
+    /// `write_chunk(n)`, `commit(k)` (`k > n`: dropped uncommitted).
+    Write(usize, usize),
+    /// `write_chunk_uninit(n)` filled from `k` values.
+    Fill(usize, usize),
+    /// `read_chunk(n)`, `k` moved out by its iterator, the rest committed if `.2`.
+    Read(usize, usize, bool),
+    /// `pop_slice` into `n` places.
+    PopSlice(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => Just(Step::Push),
+        3 => Just(Step::Pop),
+        2 => Just(Step::PushCached),
+        2 => Just(Step::PopCached),
+        2 => (0usize..10, 0usize..12).prop_map(|(n, k)| Step::Write(n, k)),
+        2 => (0usize..10, 0usize..12).prop_map(|(n, k)| Step::Fill(n, k)),
+        2 => (0usize..10, 0usize..10, any::<bool>()).prop_map(|(n, k, c)| Step::Read(n, k, c)),
+        1 => (0usize..10).prop_map(Step::PopSlice),
+    ]
+}
+
+/// Capacity, batch, increment (1, 2, the batch, past it, `usize::MAX`), adaptation.
+fn settings() -> impl Strategy<Value = (usize, usize, usize, bool)> {
+    (1usize..=20).prop_flat_map(|capacity| {
+        (1..=capacity).prop_flat_map(move |batch| {
+            (
+                Just(capacity),
+                Just(batch),
+                prop_oneof![
+                    Just(1),
+                    Just(2),
+                    Just(batch),
+                    Just(batch + 1),
+                    Just(usize::MAX)
+                ],
+                any::<bool>(),
+            )
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// Every setting of the increment, with chunks and plain operations mixed: the queue
+    /// behaves as a bounded `VecDeque`, every counter is exact on one thread, and each end's
+    /// `cached_slots` is a promise kept.
+    #[test]
+    fn every_increment_with_chunks_matches_a_bounded_deque_and_keeps_cached_promises(
+        (capacity, batch, increment, adaptive) in settings(),
+        steps in proptest::collection::vec(step(), 0..150),
+    ) {
+        let (mut producer, mut consumer) = Builder::new(capacity)
+            .batch(batch)
+            .increment(increment)
+            .adaptive(adaptive)
+            .build::<u32>()
+            .unwrap();
+        let mut model = VecDeque::new();
+        let mut next = 0u32;
+        for step in steps {
+            match step {
+                Step::Push => {
+                    let pushed = producer.try_push(next).is_ok();
+                    prop_assert_eq!(pushed, model.len() < capacity);
+                    if pushed {
+                        model.push_back(next);
+                    }
+                    next += 1;
+                }
+                Step::Pop => prop_assert_eq!(consumer.try_pop().ok(), model.pop_front()),
+                Step::PushCached => {
+                    let cached = producer.cached_slots();
+                    prop_assert!(cached <= capacity - model.len());
+                    for _ in 0..cached {
+                        prop_assert!(producer.try_push(next).is_ok(), "a cached push failed");
+                        model.push_back(next);
+                        next += 1;
+                    }
+                }
+                Step::PopCached => {
+                    let cached = consumer.cached_slots();
+                    prop_assert!(cached <= model.len());
+                    for _ in 0..cached {
+                        prop_assert_eq!(consumer.try_pop().ok(), model.pop_front());
+                    }
+                }
+                Step::Write(n, k) => match producer.write_chunk(n) {
+                    Ok(mut chunk) => {
+                        prop_assert!(n <= capacity - model.len());
+                        for value in chunk.iter_mut() {
+                            *value = next;
+                            next += 1;
+                        }
+                        if k <= n {
+                            model.extend(chunk.iter().take(k).copied());
+                            chunk.commit(k);
+                        }
+                    }
+                    Err(ChunkError::TooFewSlots(free)) => {
+                        prop_assert_eq!(free, capacity - model.len());
+                        prop_assert!(n > free);
+                    }
+                },
+                Step::Fill(n, k) => match producer.write_chunk_uninit(n) {
+                    Ok(chunk) => {
+                        let filled = chunk.fill_from_iter(next..next + k as u32);
+                        prop_assert_eq!(filled, n.min(k));
+                        model.extend(next..next + filled as u32);
+                        next += k as u32;
+                    }
+                    Err(ChunkError::TooFewSlots(free)) => {
+                        prop_assert_eq!(free, capacity - model.len());
+                    }
+                },
+                Step::Read(n, k, commit) => match consumer.read_chunk(n) {
+                    Ok(mut chunk) => {
+                        prop_assert!(n <= model.len());
+                        for _ in 0..k.min(n) {
+                            prop_assert_eq!(chunk.next(), model.pop_front());
+                        }
+                        if commit {
+                            let rest = chunk.len();
+                            chunk.commit_all();
+                            model.drain(..rest);
+                        }
+                    }
+                    Err(ChunkError::TooFewSlots(queued)) => {
+                        prop_assert_eq!(queued, model.len());
+                        prop_assert!(n > queued);
+                    }
+                },
+                Step::PopSlice(n) => {
+                    let mut buffer = vec![u32::MAX; n];
+                    let popped = consumer.pop_slice(&mut buffer);
+                    let expected: Vec<u32> = model.drain(..n.min(model.len())).collect();
+                    prop_assert_eq!(&buffer[..popped], &expected[..]);
+                }
+            }
+            prop_assert_eq!(producer.len(), model.len());
+            prop_assert_eq!(consumer.len(), model.len());
+            prop_assert_eq!(producer.free_slots(), capacity - model.len());
+            prop_assert_eq!(producer.is_full(), model.len() == capacity);
+            prop_assert_eq!(consumer.is_empty(), model.is_empty());
+            prop_assert_eq!(consumer.peek().ok(), model.front());
+            prop_assert!(producer.cached_slots() <= producer.slots());
+            prop_assert!(consumer.cached_slots() <= consumer.slots());
+        }
+        prop_assert_eq!(consumer.try_iter().collect::<Vec<_>>(), Vec::from(model));
+    }
 }
