@@ -103,8 +103,10 @@
 //!   effect at its own store, first slot first; the other end may see any prefix of them, and
 //!   never a later slot without the earlier ones. Getting a chunk changes nothing in the queue
 //!   (nor does filling a [`WriteChunk`] with defaults, or changing a chunk's values in place);
-//!   a chunk that could not be had takes effect at the `Acquire` load that found its far slot
-//!   unusable, and the count in its [`ChunkError`] is a snapshot taken just after.
+//!   a chunk that could not be had takes effect at the instant that the count in its
+//!   [`ChunkError`] describes, a snapshot taken after the probe of its far slot failed, and
+//!   always below the size asked for: if the other end brought the count up to that size
+//!   meanwhile, the chunk is had after all.
 //!   `pop_entire_slice_uninit` is the commit of a read chunk and `pop_partial_slice_uninit`
 //!   a run of single pops: one pop per value, each at its own store of *empty*.
 //! - `cached_slots` reads nothing the other end writes, so it is no snapshot of the queue: it
@@ -1616,7 +1618,8 @@ impl<T> Iterator for TryIter<'_, T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChunkError {
     /// How many slots were available when the call looked (free ones for a write chunk, full
-    /// ones for a read chunk): a snapshot, which the other end only makes larger.
+    /// ones for a read chunk): a snapshot, which the other end only makes larger, and always
+    /// fewer than the chunk asked for.
     TooFewSlots(usize),
 }
 
@@ -1691,7 +1694,17 @@ impl<T> Producer<T> {
         if n > 0 {
             // SAFETY: `start < capacity`, and this end has not left.
             if n > self.ring.capacity || !unsafe { self.ring.run_is(start, n, EMPTY) } {
-                return Err(ChunkError::TooFewSlots(self.free_slots()));
+                // The count comes after the refusal, and the consumer may have freed slots
+                // meanwhile: a count of `n` or more means the `n` slots are free now (and stay
+                // free: only this end fills them), so the chunk is had after all, and an error
+                // always counts fewer slots than asked for. The count's `Acquire` load that
+                // saw a slot at or past the chunk's last one empty synchronises with the
+                // consumer's store of empty there, which came after its moves out of every
+                // slot before it, as the far slot's load would have.
+                let free = self.free_slots();
+                if free < n {
+                    return Err(ChunkError::TooFewSlots(free));
+                }
             }
         }
         Ok(WriteChunkUninit {
@@ -2250,7 +2263,15 @@ impl<T> Consumer<T> {
         if n > 0 {
             // SAFETY: `start < capacity`, and this end has not left.
             if n > self.ring.capacity || !unsafe { self.ring.run_is(start, n, FULL) } {
-                return Err(ChunkError::TooFewSlots(self.len()));
+                // As in `write_chunk_uninit`: a count of `n` or more, taken after the refusal,
+                // means the producer has pushed the `n` values meanwhile (and only this end
+                // takes them out), so the chunk is had after all; the count's `Acquire` load
+                // that saw a slot at or past the chunk's last one full synchronises with the
+                // producer's store of full there, which came after every value before it.
+                let queued = self.len();
+                if queued < n {
+                    return Err(ChunkError::TooFewSlots(queued));
+                }
             }
         }
         // The run this end had claimed (if any) may cover the chunk's slots: drop the claim
