@@ -1715,3 +1715,92 @@ fn a_refused_chunk_counts_fewer_slots_than_asked_for_while_the_other_end_works()
         "chunks refused with a count of at least the size asked for"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Chunks and ends handed between threads in the middle of their work
+// ---------------------------------------------------------------------------------------------
+
+/// Each round, a write chunk is reserved on one thread and filled and committed on another,
+/// and a read chunk is read in part on one thread and finished (iterated, committed or left)
+/// on another; between rounds both ends move to new threads. Every value arrives once, in
+/// order, and nothing is left over.
+#[test]
+fn chunks_reserved_on_one_thread_and_finished_on_another() {
+    const ROUNDS: u64 = 300;
+    let (mut producer, mut consumer) = Builder::new(6).batch(2).build::<String>().unwrap();
+    let (mut next, mut expected) = (0u64, 0u64);
+    for round in 0..ROUNDS {
+        let (p, c) = std::thread::scope(|s| {
+            let writer = s.spawn(move || {
+                let mut producer = producer;
+                let k = 1 + (round % 4) as usize;
+                let mut pushed = 0;
+                if let Ok(mut chunk) = producer.write_chunk(k) {
+                    *chunk.get_mut(0).unwrap() = format!("{next}");
+                    // The chunk, holding the producer's borrow, moves to another thread.
+                    pushed = std::thread::scope(|inner| {
+                        inner
+                            .spawn(move || {
+                                for (i, value) in chunk.iter_mut().enumerate().skip(1) {
+                                    *value = format!("{}", next + i as u64);
+                                }
+                                let n = k - (round % 2) as usize;
+                                chunk.commit(n);
+                                n
+                            })
+                            .join()
+                            .unwrap()
+                    });
+                }
+                (producer, pushed as u64)
+            });
+            let reader = s.spawn(move || {
+                let mut consumer = consumer;
+                let mut got = Vec::new();
+                let there = consumer.len().min(3);
+                if let Ok(mut chunk) = consumer.read_chunk(there) {
+                    if let Some(first) = chunk.next() {
+                        got.push(first);
+                    }
+                    got = std::thread::scope(|inner| {
+                        inner
+                            .spawn(move || {
+                                if round % 3 == 0 {
+                                    got.extend(chunk.by_ref());
+                                } else if round % 3 == 1 {
+                                    let seen: Vec<String> = chunk.iter().cloned().collect();
+                                    let n = chunk.len();
+                                    chunk.commit(n);
+                                    got.extend(seen);
+                                }
+                                // round % 3 == 2: the rest is left queued.
+                                got
+                            })
+                            .join()
+                            .unwrap()
+                    });
+                }
+                (consumer, got)
+            });
+            let (producer, pushed) = writer.join().unwrap();
+            let (consumer, got) = reader.join().unwrap();
+            ((producer, pushed), (consumer, got))
+        });
+        let (p, pushed) = p;
+        let (c, got) = c;
+        producer = p;
+        consumer = c;
+        next += pushed;
+        for value in got {
+            assert_eq!(value, format!("{expected}"), "round {round}");
+            expected += 1;
+        }
+    }
+    drop(producer);
+    for value in consumer.into_iter() {
+        assert_eq!(value, format!("{expected}"));
+        expected += 1;
+    }
+    assert_eq!(expected, next);
+    assert!(next > ROUNDS, "too little went through: {next}");
+}
