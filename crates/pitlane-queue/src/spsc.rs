@@ -127,7 +127,9 @@
 //! chunk's iterator moves them out one by one. [`Consumer::pop_entire_slice_uninit`] and
 //! [`Consumer::pop_partial_slice_uninit`] copy values out into memory that need not be
 //! initialised. Getting a chunk is one probe, as for a batch:
-//! the far slot of the stretch is empty (full), so every slot before it is. A chunk may wrap
+//! the far slot of the stretch is empty (full), so every slot before it is; only when that
+//! probe fails does the end count the slots there are (for the error, or for the chunk, if
+//! the other end has made the stretch ready meanwhile). A chunk may wrap
 //! around the ring's end. After a chunk, the end starts over with a fresh probe where the chunk
 //! ended. `std::io::Write` for `Producer<u8>` and `std::io::Read` for `Consumer<u8>` move bytes
 //! without blocking.
