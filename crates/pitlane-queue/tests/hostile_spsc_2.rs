@@ -34,13 +34,16 @@ mod on_threads {
     use std::mem::MaybeUninit;
     use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::sync::atomic::{AtomicU64, Ordering};
+    #[cfg(not(pitlane_alloc_global))]
     use std::time::Duration;
 
     #[cfg(not(pitlane_alloc_global))]
     use pitlane_queue::spsc::ChannelError;
     use pitlane_queue::spsc::{self, Builder, ChunkError, Consumer, PopError, Producer};
     use pitlane_sync::spin::TtasMutex;
-    use pitlane_testkit::child::{rerun_test, scenario};
+    #[cfg(not(pitlane_alloc_global))]
+    use pitlane_testkit::child::rerun_test;
+    use pitlane_testkit::child::scenario;
     use pitlane_testkit::stress::run_threads;
     use proptest::prelude::*;
 
