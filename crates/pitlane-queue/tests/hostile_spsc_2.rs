@@ -1817,6 +1817,86 @@ mod on_threads {
         assert_eq!(expected, next);
         assert!(next > ROUNDS, "too little went through: {next}");
     }
+
+    /// Values that count how many are made and dropped, for the test below alone.
+    static TOKENS_MADE: AtomicU64 = AtomicU64::new(0);
+    static TOKENS_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+    struct Token(#[allow(dead_code)] Box<u64>);
+
+    impl Default for Token {
+        fn default() -> Self {
+            TOKENS_MADE.fetch_add(1, Ordering::Relaxed);
+            Token(Box::new(7))
+        }
+    }
+
+    impl Drop for Token {
+        fn drop(&mut self) {
+            TOKENS_DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Each end leaves at a moment of its own, in the middle of the other's chunk work: the
+    /// producer commits default-filled chunks in part (dropping the rest) and sometimes leaves
+    /// early; the consumer moves values out of read chunks, forgets some chunks half-read, and
+    /// leaves early in other rounds. Whichever end is dropped last drops what is left: every
+    /// value made is dropped exactly once, whichever end leaves first and when.
+    #[test]
+    fn ends_leaving_in_the_middle_of_the_others_chunks_drop_every_value_once() {
+        for round in 0..60u64 {
+            let (producer, consumer) = Builder::new(1 + (round % 9) as usize)
+                .build::<Token>()
+                .unwrap();
+            let producer_stops = 50 + round * 37 % 400;
+            let consumer_stops = 50 + round * 53 % 400;
+            on_two_threads(
+                producer,
+                consumer,
+                |mut producer| {
+                    let mut step = 0u64;
+                    while step < producer_stops && !producer.is_abandoned() {
+                        step += 1;
+                        let k = 1 + (step % 3) as usize;
+                        if let Ok(chunk) = producer.write_chunk(k) {
+                            chunk.commit(k - (step % 2) as usize);
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    }
+                },
+                |mut consumer| {
+                    let mut step = 0u64;
+                    while step < consumer_stops {
+                        step += 1;
+                        let there = consumer.len().min(3);
+                        let mut chunk = consumer.read_chunk(there).expect("len said so");
+                        drop(chunk.next());
+                        if step % 4 == 0 {
+                            // The rest stays queued, for whichever end is last. (A read
+                            // chunk has no `Drop` today; forgetting it keeps this case
+                            // checked should it get one.)
+                            #[allow(clippy::forget_non_drop)]
+                            std::mem::forget(chunk);
+                        } else if step % 4 == 1 {
+                            chunk.commit_all();
+                        }
+                        if there == 0 {
+                            if consumer.is_abandoned() {
+                                break;
+                            }
+                            std::thread::yield_now();
+                        }
+                    }
+                },
+            );
+            assert_eq!(
+                TOKENS_MADE.load(Ordering::Relaxed),
+                TOKENS_DROPPED.load(Ordering::Relaxed),
+                "round {round}: made and dropped differ"
+            );
+        }
+    }
 }
 
 #[cfg(pitlane_loom)]
