@@ -8,7 +8,7 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
-use pitlane_queue::spsc::{Builder, Consumer, PopError, Producer, PushError};
+use pitlane_queue::spsc::{Builder, ChunkError, Consumer, PopError, Producer, PushError};
 
 /// One producer pushes `0..items`, one consumer pops until it has them all, on a ring of
 /// `capacity` slots with batch `batch`. Checks order and completeness, and that every "full" and
@@ -224,6 +224,73 @@ fn a_chunk_commit_racing_a_chunk_read_delivers_in_order() {
         let (mut consumer, mut got) = reader.join().unwrap();
         got.extend(consumer.try_iter());
         assert_eq!(got, [2, 3]);
+    });
+}
+
+/// A write chunk whose probe of its far slot fails while the consumer frees that slot, so
+/// that the chunk comes from the count (the path a refusal whose count reached the size
+/// takes): the producer's writes into the chunk's slots come after the consumer's moves
+/// out of them (loom checks each slot's accesses), and the values arrive in order.
+#[test]
+fn a_write_chunk_had_through_its_count_races_the_pops_that_free_it() {
+    loom::model(|| {
+        let (mut producer, mut consumer) = Builder::new(2).batch(1).build::<usize>().unwrap();
+        producer.try_push(0).unwrap();
+        producer.try_push(1).unwrap();
+        let popper = thread::spawn(move || {
+            let mut got = Vec::new();
+            while got.len() < 2 {
+                match consumer.try_pop() {
+                    Ok(value) => got.push(value),
+                    Err(_) => thread::yield_now(),
+                }
+            }
+            (consumer, got)
+        });
+        let writer = thread::spawn(move || {
+            let written = match producer.write_chunk_uninit(2) {
+                Ok(chunk) => chunk.fill_from_iter([2, 3]),
+                Err(ChunkError::TooFewSlots(free)) => {
+                    assert!(free < 2, "refused 2 with {free} free");
+                    0
+                }
+            };
+            (producer, written)
+        });
+        let (_producer, written) = writer.join().unwrap();
+        let (mut consumer, mut got) = popper.join().unwrap();
+        got.extend(consumer.try_iter());
+        let expected: Vec<usize> = (0..2 + written).collect();
+        assert_eq!(got, expected);
+    });
+}
+
+/// The same on the consumer's side: a read chunk whose probe fails while the producer
+/// pushes the values one by one, had through its count; the consumer's reads of the
+/// values come after the producer's writes, and an error counts fewer than asked for.
+#[test]
+fn a_read_chunk_had_through_its_count_races_the_pushes_that_fill_it() {
+    loom::model(|| {
+        let (mut producer, mut consumer) = Builder::new(2).batch(1).build::<usize>().unwrap();
+        let pusher = thread::spawn(move || {
+            producer.try_push(10).unwrap();
+            producer.try_push(11).unwrap();
+            producer
+        });
+        let reader = thread::spawn(move || {
+            let got: Vec<usize> = match consumer.read_chunk(2) {
+                Ok(chunk) => chunk.collect(),
+                Err(ChunkError::TooFewSlots(queued)) => {
+                    assert!(queued < 2, "refused 2 with {queued} queued");
+                    Vec::new()
+                }
+            };
+            (consumer, got)
+        });
+        let _producer = pusher.join().unwrap();
+        let (mut consumer, mut got) = reader.join().unwrap();
+        got.extend(consumer.try_iter());
+        assert_eq!(got, [10, 11]);
     });
 }
 
