@@ -572,4 +572,182 @@ mod hostile {
             assert_eq!(*k >= SEEN_EARLY, seen_early, "waiter {i}: {k}");
         }
     }
+
+    /// Runs `f`, turning a panic into its message.
+    fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+        catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+            pitlane_testkit::panics::message(&*payload)
+                .unwrap_or("<not a string>")
+                .to_owned()
+        })
+    }
+
+    /// Permit counts at their limits, on either semaphore: a waiter holding part of its
+    /// permits when a release brings the free permits to exactly `MAX_PERMITS`, one more
+    /// permit then, the waiter's permits given back on a full semaphore, `forget_permits`
+    /// while a waiter holds part, and an acquire of `u32::MAX` permits served in parts.
+    /// Returns a log of every result and count.
+    macro_rules! at_the_limits {
+        ($sem:ty) => {{
+            let max = <$sem>::MAX_PERMITS;
+            let mut log = Vec::new();
+            let counts = CountingWaker::new();
+            let sem = Arc::new(<$sem>::new(0));
+            let mut a = acquire!(sem, 10);
+            log.push(format!("{:?}", poll(&mut a, &counts)));
+            sem.add_permits(4); // a holds 4, lacks 6
+            log.push(format!("forgot {}", sem.forget_permits(usize::MAX)));
+            sem.add_permits(max); // 6 to a, max - 6 free
+            log.push(format!(
+                "free {} (max - {})",
+                sem.available_permits(),
+                max - sem.available_permits()
+            ));
+            log.push(format!("{:?}", poll(&mut a, &counts)));
+            sem.add_permits(6); // exactly max free
+            log.push(format!("free {}", sem.available_permits() == max));
+            // One more panics on both (tokio's is left holding it: not used after).
+            log.push(format!("{:?}", guarded(|| sem.add_permits(1))));
+            // Permits given back to a full semaphore: the permit's drop panics on both.
+            let full = Arc::new(<$sem>::new(max));
+            let five = full.clone().try_acquire_many_owned(5).unwrap();
+            full.add_permits(5);
+            log.push(format!("{:?}", guarded(|| drop(five))));
+            // An acquire of u32::MAX permits, served in parts.
+            let sem = Arc::new(<$sem>::new(1));
+            let mut big = acquire!(sem, u32::MAX);
+            log.push(format!("{:?}", poll(&mut big, &counts)));
+            sem.add_permits(u32::MAX as usize - 2);
+            log.push(format!(
+                "{:?} free {}",
+                poll(&mut big, &counts),
+                sem.available_permits()
+            ));
+            log.push(format!("forgot {}", sem.forget_permits(usize::MAX)));
+            sem.add_permits(2);
+            log.push(format!(
+                "{:?} free {}",
+                poll(&mut big, &counts),
+                sem.available_permits()
+            ));
+            log.push(format!("wakes {}", counts.wakes()));
+            log
+        }};
+    }
+
+    #[test]
+    fn permit_counts_at_their_limits_behave_as_tokios() {
+        let tokio = at_the_limits!(tokio::sync::Semaphore);
+        let pitlane = at_the_limits!(Semaphore);
+        assert_eq!(pitlane, tokio);
+        assert_eq!(
+            tokio[2],
+            format!("free {} (max - 6)", Semaphore::MAX_PERMITS - 6)
+        );
+    }
+
+    /// Waiters served and then dropped before they are polled (some after a `close`), one
+    /// cancelled with part of its permits from inside a served waiter's `wake`, and a
+    /// completed acquire polled again: the free permits after each step, and the panic of the
+    /// last poll.
+    macro_rules! served_then_dropped {
+        ($sem:ty) => {{
+            let mut log = Vec::new();
+            let counts = CountingWaker::new();
+            let sem = Arc::new(<$sem>::new(0));
+            let mut a = acquire!(sem, 2);
+            let mut b = acquire!(sem, 3);
+            let c_slot: Arc<Mutex<Option<BoxAcquire>>> = Arc::default();
+            let mut c = acquire!(sem, 4);
+            log.push(format!("{:?}", poll(&mut a, &counts)));
+            // b's waker cancels c (which will hold part of its permits by then).
+            let cancels_c = {
+                let c_slot = c_slot.clone();
+                on_wake(move || drop(c_slot.lock().unwrap().take()))
+            };
+            log.push(format!("{:?}", poll_with(&mut b, &cancels_c)));
+            log.push(format!("{:?}", poll(&mut c, &counts)));
+            *c_slot.lock().unwrap() = Some(c);
+            drop(cancels_c);
+            sem.add_permits(6); // a: 2, b: 3, c: 1 of 4 (given back by b's waker)
+            log.push(format!(
+                "free {} closed {}",
+                sem.available_permits(),
+                sem.is_closed()
+            ));
+            drop(a); // served, never polled: its 2 go back
+            log.push(format!("free {}", sem.available_permits()));
+            log.push(format!("{:?}", poll(&mut b, &counts))); // its 3 forgotten
+            let mut d = acquire!(sem, 5);
+            let mut e = acquire!(sem, 1);
+            log.push(format!("{:?}", poll(&mut d, &counts))); // takes 3, lacks 2
+            log.push(format!("{:?}", poll(&mut e, &counts)));
+            sem.add_permits(3); // d: 2, e: 1
+            sem.close();
+            drop(d); // served before the close, never polled: its 5 go back
+            log.push(format!(
+                "free {} closed {}",
+                sem.available_permits(),
+                sem.is_closed()
+            ));
+            log.push(format!("{:?}", poll(&mut e, &counts))); // served, polled after the close
+            log.push(format!("free {}", sem.available_permits()));
+            log.push(format!("{:?}", guarded(|| poll(&mut e, &counts))));
+            log.push(format!(
+                "free {} wakes {} live {}",
+                sem.available_permits(),
+                counts.wakes(),
+                counts.live()
+            ));
+            log
+        }};
+    }
+
+    #[test]
+    fn served_waiters_dropped_before_their_poll_give_back_exactly_their_permits_like_tokio() {
+        let tokio = served_then_dropped!(tokio::sync::Semaphore);
+        let pitlane = served_then_dropped!(Semaphore);
+        assert_eq!(pitlane, tokio);
+    }
+
+    /// A waiter holding part of its permits is cancelled; the permits go to the two waiters
+    /// behind it, the first of which has a waker that panics: the cancel's `drop` panics (on
+    /// both, with the lock released), the second waiter's waker is dropped unwoken (tokio's
+    /// wake list does the same), and both complete when polled.
+    macro_rules! cancel_waking_a_panicking_waker {
+        ($sem:ty) => {{
+            let counts = CountingWaker::new();
+            let sem = Arc::new(<$sem>::new(2));
+            let mut head = acquire!(sem, 3);
+            let mut b = acquire!(sem, 1);
+            let mut c = acquire!(sem, 1);
+            let mut log = vec![format!("{:?}", poll(&mut head, &counts))];
+            let panics = on_wake(|| panic!("a waker panics"));
+            log.push(format!("{:?}", poll_with(&mut b, &panics)));
+            drop(panics);
+            log.push(format!("{:?}", poll(&mut c, &counts)));
+            log.push(format!("{:?}", guarded(move || drop(head))));
+            log.push(format!(
+                "free {} wakes {} live {}",
+                sem.available_permits(),
+                counts.wakes(),
+                counts.live()
+            ));
+            log.push(format!(
+                "{:?} {:?}",
+                poll(&mut b, &counts),
+                poll(&mut c, &counts)
+            ));
+            sem.add_permits(2);
+            log.push(format!("free {}", sem.available_permits()));
+            log
+        }};
+    }
+
+    #[test]
+    fn a_cancel_whose_pass_on_wakes_a_panicking_waker_serves_what_tokio_serves() {
+        let tokio = cancel_waking_a_panicking_waker!(tokio::sync::Semaphore);
+        let pitlane = cancel_waking_a_panicking_waker!(Semaphore);
+        assert_eq!(pitlane, tokio);
+    }
 }
