@@ -750,4 +750,152 @@ mod hostile {
         let pitlane = cancel_waking_a_panicking_waker!(Semaphore);
         assert_eq!(pitlane, tokio);
     }
+
+    /// A small xorshift generator, seeded per thread.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Four threads acquire 1 to 5 permits (polling by hand, some with wakers whose `clone`
+    /// takes and gives back a permit and whose `wake` adds and forgets one or polls nothing,
+    /// giving up after a few polls, so some are cancelled holding part of their permits),
+    /// split and merge what they hold, add permits, and forget free ones (adding back later
+    /// what they forgot); halfway, one closes the semaphore. At the end every acquire has
+    /// finished or been dropped, every permit was given back, and the free permits are
+    /// exactly the first ones plus those added less those forgotten for good.
+    #[test]
+    fn threads_with_reentrant_wakers_conserve_permits() {
+        const THREADS: u64 = 4;
+        const ROUNDS: u64 = 2000;
+        let cancelled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for round in 0..3u64 {
+            let cancelled = cancelled.clone();
+            let sem = Arc::new(Semaphore::new(6));
+            let added = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let gone = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let sem = sem.clone();
+                    let added = added.clone();
+                    let gone = gone.clone();
+                    let cancelled = cancelled.clone();
+                    std::thread::spawn(move || {
+                        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((t + 1) * (round + 7)));
+                        let counts = CountingWaker::new();
+                        let hostile = {
+                            let s1 = sem.clone();
+                            let s2 = sem.clone();
+                            hook_waker(
+                                &counts,
+                                move || drop(s1.try_acquire()),
+                                move || {
+                                    // Not run on wakes by value (see `HOOK`): drops only.
+                                    let _ = s2.available_permits();
+                                },
+                            )
+                        };
+                        let waking = {
+                            let sem = sem.clone();
+                            let added = added.clone();
+                            let gone = gone.clone();
+                            on_wake(move || {
+                                sem.add_permits(1);
+                                added.fetch_add(1, Ordering::SeqCst);
+                                let forgot = sem.forget_permits(1);
+                                gone.fetch_add(forgot, Ordering::SeqCst);
+                            })
+                        };
+                        let mut held = Vec::new();
+                        for i in 0..ROUNDS {
+                            if t == 0 && i == ROUNDS / 2 && round == 2 {
+                                sem.close();
+                            }
+                            match rng.below(8) {
+                                0..=3 => {
+                                    let n = 1 + rng.below(5) as u32;
+                                    let mut a = Box::pin(sem.acquire_many(n));
+                                    let waker = match rng.below(3) {
+                                        0 => hostile.clone(),
+                                        1 => waking.clone(),
+                                        _ => counts.waker(),
+                                    };
+                                    let mut pending = true;
+                                    for _ in 0..1 + rng.below(20) {
+                                        pending = false;
+                                        match a.as_mut().poll(&mut Context::from_waker(&waker)) {
+                                            Poll::Ready(Ok(p)) => {
+                                                assert_eq!(p.num_permits(), n as usize);
+                                                held.push(p);
+                                                break;
+                                            }
+                                            Poll::Ready(Err(_)) => {
+                                                assert!(sem.is_closed());
+                                                break;
+                                            }
+                                            Poll::Pending => {
+                                                pending = true;
+                                                std::thread::yield_now();
+                                            }
+                                        }
+                                    }
+                                    if pending {
+                                        cancelled.fetch_add(1, Ordering::SeqCst);
+                                    }
+                                }
+                                4 => {
+                                    if held.len() >= 2 {
+                                        let other = held.pop().unwrap();
+                                        held.last_mut().unwrap().merge(other);
+                                    } else if let Some(p) = held.last_mut() {
+                                        let k = rng.below(p.num_permits() as u64 + 1) as usize;
+                                        let part = p.split(k).unwrap();
+                                        held.push(part);
+                                    }
+                                }
+                                5 => {
+                                    let k = rng.below(3) as usize;
+                                    sem.add_permits(k);
+                                    added.fetch_add(k, Ordering::SeqCst);
+                                }
+                                6 => {
+                                    let forgot = sem.forget_permits(rng.below(3) as usize);
+                                    std::thread::yield_now();
+                                    // Given back, but counted apart (a release, not the permits).
+                                    sem.add_permits(forgot);
+                                }
+                                _ => {
+                                    if !held.is_empty() {
+                                        let k = rng.below(held.len() as u64) as usize;
+                                        drop(held.swap_remove(k));
+                                    }
+                                }
+                            }
+                        }
+                        drop(held);
+                    })
+                })
+                .collect();
+            for handle in handles {
+                handle.join().unwrap();
+            }
+            let expected = 6 + added.load(Ordering::SeqCst) - gone.load(Ordering::SeqCst);
+            assert_eq!(sem.available_permits(), expected, "round {round}");
+            assert_eq!(sem.is_closed(), round == 2);
+            if round < 2 {
+                let all = sem.try_acquire_many(expected as u32).unwrap();
+                assert_eq!(all.num_permits(), expected);
+            }
+        }
+        assert!(
+            cancelled.load(Ordering::SeqCst) > 0,
+            "no acquire was cancelled waiting"
+        );
+    }
 }
