@@ -393,8 +393,12 @@ mod hostile {
     /// permits held are given back, with the closed flag. tokio's release takes a waiter
     /// only when its wake list has room, so the same waiters are served on both.
     macro_rules! reenter_from_a_release {
-        ($sem:ty, $reenter:expr) => {{
-            within("a release whose first waker re-enters", || {
+        ($sem:ty, $reenter:expr) => {
+            reenter_from_a_release!($sem, $reenter, |s: &$sem, total: usize| s
+                .add_permits(total))
+        };
+        ($sem:ty, $reenter:expr, $trigger:expr) => {{
+            within("a release or close whose first waker re-enters", || {
                 let n = pitlane_wait::queue::WAKE_BATCH + 3;
                 let sem = Arc::new(<$sem>::new(0));
                 let counts = CountingWaker::new();
@@ -425,7 +429,7 @@ mod hostile {
                     assert!(poll_with(first, &reentrant).is_pending());
                 }
                 drop(reentrant);
-                sem.add_permits(total);
+                ($trigger)(&*sem, total);
                 let mut outcomes = vec![first_outcome.lock().unwrap().take()];
                 let mut held = match outcomes[0] {
                     Some(Poll::Ready(Ok(k))) => k,
@@ -896,6 +900,55 @@ mod hostile {
         assert!(
             cancelled.load(Ordering::SeqCst) > 0,
             "no acquire was cancelled waiting"
+        );
+    }
+
+    /// The same waiters (none holding a permit) failed by a `close` that drains them in batches, waking the first batch with
+    /// its lock released; the first waiter's waker cancels waiters of both batches, polls
+    /// others, adds permits and closes again. tokio's `close` also wakes in batches with its
+    /// lock released, taking a waiter only when its batch has room.
+    macro_rules! same_as_tokio_from_a_close {
+        ($reenter:expr) => {{
+            let tokio = reenter_from_a_release!(
+                tokio::sync::Semaphore,
+                |s: &tokio::sync::Semaphore, w: &mut [Option<BoxAcquire>]| {
+                    ($reenter)(Sem::Tokio(s), w)
+                },
+                |s: &tokio::sync::Semaphore, _| { s.close() }
+            );
+            let pitlane = reenter_from_a_release!(
+                Semaphore,
+                |s: &Semaphore, w: &mut [Option<BoxAcquire>]| { ($reenter)(Sem::Pitlane(s), w) },
+                |s: &Semaphore, _| { s.close() }
+            );
+            assert_eq!(pitlane, tokio);
+            pitlane
+        }};
+    }
+
+    #[test]
+    fn a_closes_first_waker_cancelling_polling_and_adding_like_tokio() {
+        let (outcomes, _, free, closed) =
+            same_as_tokio_from_a_close!(|s: Sem<'_>, w: &mut [Option<BoxAcquire>]| {
+                let batch = pitlane_wait::queue::WAKE_BATCH;
+                drop(w[2].take());
+                drop(w[batch].take());
+                let counts = CountingWaker::new();
+                for i in [1, batch - 1, batch + 1] {
+                    if let Poll::Ready(r) = poll(w[i].as_mut().unwrap(), &counts) {
+                        w[i] = Some(Box::pin(std::future::ready(r.map(|k| k + SEEN_EARLY))));
+                    }
+                }
+                s.add_permits(2);
+                s.close();
+                assert!(!s.take_and_forget(1), "closed");
+            });
+        assert!(closed);
+        assert_eq!(free, 2, "the added permits; none was given to a waiter");
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| matches!(o, None | Some(Poll::Ready(Err(())))))
         );
     }
 }
