@@ -589,7 +589,8 @@ mod hostile {
     /// Permit counts at their limits, on either semaphore: a waiter holding part of its
     /// permits when a release brings the free permits to exactly `MAX_PERMITS`, one more
     /// permit then, the waiter's permits given back on a full semaphore, `forget_permits`
-    /// while a waiter holds part, and an acquire of `u32::MAX` permits served in parts.
+    /// while a waiter holds part, and an acquire of `u32::MAX` permits (or `MAX_PERMITS`)
+    /// served in parts.
     /// Returns a log of every result and count.
     macro_rules! at_the_limits {
         ($sem:ty) => {{
@@ -617,11 +618,13 @@ mod hostile {
             let five = full.clone().try_acquire_many_owned(5).unwrap();
             full.add_permits(5);
             log.push(format!("{:?}", guarded(|| drop(five))));
-            // An acquire of u32::MAX permits, served in parts.
+            // An acquire of u32::MAX permits (MAX_PERMITS where `usize` is 32 bits: more
+            // panics there, on both), served in parts.
+            let big_n = u32::try_from(max).unwrap_or(u32::MAX);
             let sem = Arc::new(<$sem>::new(1));
-            let mut big = acquire!(sem, u32::MAX);
+            let mut big = acquire!(sem, big_n);
             log.push(format!("{:?}", poll(&mut big, &counts)));
-            sem.add_permits(u32::MAX as usize - 2);
+            sem.add_permits(big_n as usize - 2);
             log.push(format!(
                 "{:?} free {}",
                 poll(&mut big, &counts),
