@@ -89,8 +89,9 @@
 //! is `SEGMENT` cells, each a state word plus a `T`, and a bitmap of a bit per cell). The
 //! queue is unchanged then, and pushes succeed again once memory is available;
 //! [`Queue::push`] panics instead of aborting the process. The pool that keeps retired
-//! segments and crossbeam-epoch's deferred functions are small allocations that abort on
-//! failure as std's collections do. [`Queue::try_pop`] returns
+//! segments is made on first use where the allocator allows (without it, segments are freed
+//! instead of kept); crossbeam-epoch's deferred functions and its record of each thread are
+//! small allocations that abort on failure as std's collections do. [`Queue::try_pop`] returns
 //! [`PopError::Transient`] when another pop moved `deq` past the ticket it was about to claim,
 //! or when it skipped a cell whose pusher had not published in time (or whose pusher took the
 //! value back), and [`PopError::Empty`] when it found no pushed value that no pop has claimed.
@@ -1530,17 +1531,20 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         };
         let mut guard = pin();
         core::mem::forget(unwinding);
-        let pool = self.pool();
-        // The chain below owns the pool until it hands the segment in.
-        // SAFETY: `pool` is alive: the queue owns it.
-        unsafe { &*pool }.owners.fetch_add(1, Ordering::Relaxed);
+        // The chain below owns the pool until it hands the segment in; where the allocator
+        // refused the pool, the chain frees the segment instead.
+        let pool = self.pool().unwrap_or(ptr::null_mut());
+        if !pool.is_null() {
+            // SAFETY: `pool` is alive: the queue owns it.
+            unsafe { &*pool }.owners.fetch_add(1, Ordering::Relaxed);
+        }
         let rounds = if self.tracked.load(Ordering::SeqCst) {
             3
         } else {
             1
         };
-        // SAFETY: forwarded from the caller; the chain is a counted owner of `pool`; with
-        // one round, no handle can name a cell of `segment` (above).
+        // SAFETY: forwarded from the caller; `pool` is null or the chain is a counted owner
+        // of it; with one round, no handle can name a cell of `segment` (above).
         unsafe { defer_recycle(SegmentPtr(segment), PoolPtr(pool), rounds, &guard) };
         // Hand this thread's deferred functions (this chain's first step, and later steps of
         // chains its collections ran) to the global queue now, so that chains move on as soon
@@ -1591,27 +1595,40 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
         }
     }
 
-    /// The queue's pool, made on first use.
+    /// The queue's pool, made on first use; `None` if it was not made yet and the allocator
+    /// refuses its memory (the caller then frees what it meant to pool: the pool is reached
+    /// from a `try_push`, which reports a refused allocation as an error, and from a pop,
+    /// neither of which may abort for it).
     #[cfg(not(pitlane_loom))]
     #[cold]
-    fn pool(&self) -> *mut Pool<T, SEGMENT> {
+    fn pool(&self) -> Option<*mut Pool<T, SEGMENT>> {
         let pool = self.pool.load(Ordering::Acquire);
         if !pool.is_null() {
-            return pool;
+            return Some(pool);
         }
-        let made = Box::into_raw(Box::new(Pool {
-            spare: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
-            owners: AtomicUsize::new(1),
-        }));
+        let layout = std::alloc::Layout::new::<Pool<T, SEGMENT>>();
+        // SAFETY: `layout` has a non-zero size (64 pointers and a count).
+        let made = unsafe { std::alloc::alloc(layout) }.cast::<Pool<T, SEGMENT>>();
+        if made.is_null() {
+            return None;
+        }
+        // SAFETY: `made` is valid for writes of a pool, allocated with its layout, which is
+        // what `Box::from_raw` (the pool's release) frees.
+        unsafe {
+            made.write(Pool {
+                spare: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+                owners: AtomicUsize::new(1),
+            });
+        }
         match self
             .pool
             .compare_exchange(ptr::null_mut(), made, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) => made,
+            Ok(_) => Some(made),
             Err(installed) => {
                 // SAFETY: `made` was never shared.
                 drop(unsafe { Box::from_raw(made) });
-                installed
+                Some(installed)
             }
         }
     }
@@ -1641,10 +1658,14 @@ impl<T, const SEGMENT: usize> Queue<T, SEGMENT> {
     /// No other thread ever saw `segment`, and it holds no value.
     unsafe fn discard(&self, segment: *mut Segment<T, SEGMENT>) {
         #[cfg(not(pitlane_loom))]
-        // SAFETY: by the caller's contract; the pool is alive while the queue is.
-        unsafe {
-            (*self.pool()).offer(segment)
-        };
+        match self.pool() {
+            // SAFETY: by the caller's contract; the pool is alive while the queue is.
+            Some(pool) => unsafe { (*pool).offer(segment) },
+            // No memory for a pool: free the segment instead of keeping it.
+            // SAFETY: by the caller's contract (it came from `Box::into_raw`, holds no value
+            // and no other thread saw it).
+            None => drop(unsafe { Box::from_raw(segment) }),
+        }
         #[cfg(pitlane_loom)]
         // SAFETY: by the caller's contract.
         drop(unsafe { Box::from_raw(segment) });
@@ -1875,7 +1896,8 @@ struct SegmentPtr<T, const SEGMENT: usize>(*mut Segment<T, SEGMENT>);
 struct PoolPtr<T, const SEGMENT: usize>(*mut Pool<T, SEGMENT>);
 
 /// Hands `segment` to `pool` after `rounds` grace periods, each deferred from the previous one,
-/// and lets go of the pool.
+/// and lets go of the pool; frees it instead where `pool` is null (the allocator refused the
+/// queue's pool).
 ///
 /// The caller flushes its thread's deferred functions afterwards (see [`Queue::retire`]).
 /// The later steps do not: they run inside some thread's collection, and a flush there would
@@ -1884,8 +1906,8 @@ struct PoolPtr<T, const SEGMENT: usize>(*mut Pool<T, SEGMENT>);
 ///
 /// # Safety
 /// `segment` is unlinked, retired once, and every cell's value has been moved out (the
-/// segment holds no `T`), so recycling or freeing it on any thread is sound; the chain is a
-/// counted owner of `pool`.
+/// segment holds no `T`), so recycling or freeing it on any thread is sound; it came from
+/// `Box::into_raw`; `pool` is null or the chain is a counted owner of it.
 #[cfg(not(pitlane_loom))]
 unsafe fn defer_recycle<T, const SEGMENT: usize>(
     segment: SegmentPtr<T, SEGMENT>,
@@ -1897,6 +1919,10 @@ unsafe fn defer_recycle<T, const SEGMENT: usize>(
         if rounds > 1 {
             // SAFETY: same segment, same pool, same contract, one round fewer.
             unsafe { defer_recycle(segment, pool, rounds - 1, &pin()) };
+        } else if pool.0.is_null() {
+            // SAFETY: the last grace period has passed: no thread can reach the segment, which
+            // holds no value and came from `Box::into_raw`.
+            drop(unsafe { Box::from_raw(segment.0) });
         } else {
             // SAFETY: the last grace period has passed: no thread can reach the segment; the
             // chain owns the pool until `release`.
