@@ -91,7 +91,14 @@
 //! [`Queue::push`] panics instead of aborting the process. The pool that keeps retired
 //! segments is made on first use where the allocator allows (without it, segments are freed
 //! instead of kept); crossbeam-epoch's deferred functions and its record of each thread are
-//! small allocations that abort on failure as std's collections do. [`Queue::try_pop`] returns
+//! small allocations that abort on failure as std's collections do. An allocator that calls
+//! into these queues from inside its own allocations (a `#[global_allocator]` keeping free
+//! blocks in a `static` queue) must not do so from the allocations crossbeam-epoch makes when
+//! its default collector is created, at the first pin of the process (a queue's first push
+//! pins, as does any call on a thread without a seat or on a system without the process-wide
+//! barrier): a queue call there waits for that same collector to be made, on the same thread,
+//! and never returns. Past that first pin, calls from inside the allocator are served.
+//! [`Queue::try_pop`] returns
 //! [`PopError::Transient`] when another pop moved `deq` past the ticket it was about to claim,
 //! or when it skipped a cell whose pusher had not published in time (or whose pusher took the
 //! value back), and [`PopError::Empty`] when it found no pushed value that no pop has claimed.

@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::process::Command;
 
 use pitlane_queue::mpmc::Queue;
-use pitlane_queue::{PopError, PushError};
+use pitlane_queue::{BagHandle, PopError, PushError};
 
 /// The alignment of a queue segment: that of its cache-padded counters.
 const SEGMENT_ALIGN: usize = core::mem::align_of::<crossbeam_utils::CachePadded<u8>>();
@@ -149,4 +149,232 @@ fn pops_that_retire_segments_while_the_pool_is_refused_lose_nothing_and_do_not_a
     let expected: Vec<u64> = (0..n).chain(0..n).collect();
     assert_eq!(popped, expected);
     assert_eq!(queue.try_pop(), Err(PopError::Empty));
+}
+
+// --- an allocator that calls back into the queue on the same thread -----------------------------
+
+/// Values put in by nested calls are tagged with this bit.
+const NESTED_BIT: u64 = 1 << 40;
+
+thread_local! {
+    /// Values the nested calls of this thread pushed and took.
+    static NESTED_PUSHED: Cell<u64> = const { Cell::new(0) };
+    static NESTED_TAKEN: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    static NESTED_RAN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Runs `push` twice and `pop` three times for the allocator, on the thread it is allocating
+/// for, with values tagged [`NESTED_BIT`].
+fn nested_calls(push: impl Fn(u64), pop: impl Fn() -> Option<u64>) {
+    NESTED_RAN.set(NESTED_RAN.get() + 1);
+    for _ in 0..2 {
+        let n = NESTED_PUSHED.get();
+        NESTED_PUSHED.set(n + 1);
+        push(NESTED_BIT | n);
+    }
+    for _ in 0..3 {
+        if let Some(v) = pop() {
+            NESTED_TAKEN.with_borrow_mut(|taken| taken.push(v));
+        }
+    }
+}
+
+/// Checks that the outer and nested calls together took every value pushed, each once.
+fn each_taken_once(outer_pushed: u64, mut taken: Vec<u64>) {
+    taken.extend(NESTED_TAKEN.take());
+    taken.sort_unstable();
+    let mut expected: Vec<u64> = (0..outer_pushed)
+        .chain((0..NESTED_PUSHED.get()).map(|n| NESTED_BIT | n))
+        .collect();
+    expected.sort_unstable();
+    assert!(NESTED_RAN.get() > 0, "no allocation ran the nested calls");
+    eprintln!("nested runs: {}, values: {}", NESTED_RAN.get(), taken.len());
+    assert_eq!(taken.len(), expected.len(), "values lost or taken twice");
+    assert_eq!(taken, expected);
+}
+
+static SAME_QUEUE: Queue<u64, 1> = Queue::with_segment_size();
+
+thread_local! {
+    static SAME_HANDLE: pitlane_queue::mpmc::Handle<'static, u64, 1> = SAME_QUEUE.handle();
+}
+
+fn nested_on_the_queue_plainly() {
+    nested_calls(|v| SAME_QUEUE.push(v), || SAME_QUEUE.pop());
+    // A look at the queue's length, and a queue dropped, from inside the allocation.
+    let _ = SAME_QUEUE.len();
+    let other: Queue<u64, 1> = Queue::with_segment_size();
+    other.push(1);
+    drop(other);
+}
+
+fn nested_through_the_handle() {
+    SAME_HANDLE.with(|h| {
+        nested_calls(|v| h.push(v), || h.pop());
+        if NESTED_RAN.get() % 3 == 0 {
+            h.release();
+        }
+    });
+}
+
+#[test]
+fn an_allocator_that_pushes_and_pops_the_same_queue_inside_a_segment_allocation_loses_nothing() {
+    // The epoch's collector and this thread's record in it are made first: the hook must not
+    // run in their allocations (in the collector's, a call into the queue never returns, as
+    // the `mpmc` module documentation says and the last test shows; the record's would take
+    // the hook meant for a segment).
+    SAME_HANDLE.with(|h| h.push(u64::MAX));
+    assert_eq!(SAME_QUEUE.pop(), Some(u64::MAX));
+    let mut taken = Vec::new();
+    let n = 2000;
+    for i in 0..n {
+        // One-cell segments: most pushes allocate (those the pool serves do not).
+        ON_SEGMENT.set(Some(if i % 2 == 0 {
+            nested_on_the_queue_plainly
+        } else {
+            nested_through_the_handle
+        }));
+        match i % 4 {
+            0 => SAME_QUEUE.push(i),
+            1 => SAME_HANDLE.with(|h| h.push(i)),
+            // A nested push may link the next segment first: a lost race, the item handed back.
+            2 => match SAME_QUEUE.try_push(i) {
+                Ok(()) => {}
+                Err(PushError::Transient(back)) => SAME_QUEUE.push(back),
+                Err(full) => panic!("{full:?}"),
+            },
+            _ => SAME_HANDLE.with(|h| match h.try_push(i) {
+                Ok(()) => {}
+                Err(PushError::Transient(back)) => h.push(back),
+                Err(full) => panic!("{full:?}"),
+            }),
+        }
+        ON_SEGMENT.set(None);
+        let popped = if i % 3 == 0 {
+            SAME_QUEUE.pop()
+        } else {
+            SAME_HANDLE.with(|h| h.pop())
+        };
+        taken.extend(popped);
+    }
+    taken.extend(std::iter::from_fn(|| SAME_QUEUE.pop()));
+    each_taken_once(n, taken);
+}
+
+type Pipes = pitlane_queue::bagpipe::Bagpipe<Queue<u64, 1>>;
+
+thread_local! {
+    static BAG: &'static Pipes = Box::leak(Box::new(Pipes::with_pipes(4).unwrap()));
+    static BAG_HANDLE: pitlane_queue::bagpipe::Handle<'static, Queue<u64, 1>> =
+        BAG.with(|bag| bag.handle());
+}
+
+fn nested_on_the_bagpipe_plainly() {
+    let bag = BAG.with(|bag| *bag);
+    nested_calls(|v| bag.push(v), || bag.pop());
+    let _ = bag.size_guess();
+}
+
+fn nested_through_the_bagpipe_handle() {
+    BAG_HANDLE.with(|h| nested_calls(|v| h.push(v), || h.pop()));
+}
+
+#[test]
+fn an_allocator_that_pushes_and_pops_the_same_bagpipe_inside_a_segment_allocation_loses_nothing() {
+    let bag = BAG.with(|bag| *bag);
+    // As above: the epoch's collector and this thread's record in it first.
+    BAG_HANDLE.with(|h| h.push(u64::MAX));
+    assert_eq!(bag.pop(), Some(u64::MAX));
+    let mut taken = Vec::new();
+    let n = 2000;
+    for i in 0..n {
+        ON_SEGMENT.set(Some(if i % 2 == 0 {
+            nested_on_the_bagpipe_plainly
+        } else {
+            nested_through_the_bagpipe_handle
+        }));
+        match i % 4 {
+            0 => bag.push(i),
+            1 => BAG_HANDLE.with(|h| h.push(i)),
+            2 => match bag.try_push(i) {
+                Ok(()) => {}
+                Err(PushError::Transient(back)) => bag.push(back),
+                Err(full) => panic!("{full:?}"),
+            },
+            _ => BAG_HANDLE.with(|h| match h.push_bounded(i, 4) {
+                Ok(()) => {}
+                Err(PushError::Transient(back)) => h.push(back),
+                Err(full) => panic!("{full:?}"),
+            }),
+        }
+        ON_SEGMENT.set(None);
+        // Every value pushed so far is in the bag or taken, and nothing runs beside this
+        // thread: a pop finds one whenever one is left.
+        let left = n_left(i + 1, taken.len());
+        let popped = if i % 3 == 0 {
+            bag.pop()
+        } else {
+            BAG_HANDLE.with(|h| h.pop())
+        };
+        assert_eq!(
+            popped.is_some(),
+            left > 0,
+            "{left} values left, pop: {popped:?}"
+        );
+        taken.extend(popped);
+    }
+    taken.extend(std::iter::from_fn(|| bag.pop()));
+    each_taken_once(n, taken);
+}
+
+/// Values in the bag: pushed (`outer` by the test, and the nested calls'), less those taken.
+fn n_left(outer: u64, outer_taken: usize) -> usize {
+    let pushed = outer + NESTED_PUSHED.get();
+    let taken = outer_taken + NESTED_TAKEN.with_borrow(Vec::len);
+    usize::try_from(pushed).unwrap() - taken
+}
+
+// --- the documented exception: the allocations of the epoch's collector -------------------------
+
+static FIRST_EVER: Queue<u64> = Queue::new();
+
+fn push_from_the_collectors_allocation() {
+    FIRST_EVER.push(2);
+}
+
+#[test]
+fn a_queue_call_from_inside_the_allocation_of_the_epochs_collector_never_returns_as_documented() {
+    if std::env::var_os("HOSTILE_ALLOC_CHILD").is_some() {
+        // The process's first pin: the first push of a queue makes the epoch's collector,
+        // whose allocation (cache-padded) runs the hook.
+        ON_SEGMENT.set(Some(push_from_the_collectors_allocation));
+        FIRST_EVER.push(1);
+        println!("RETURNED");
+        return;
+    }
+    let name = "a_queue_call_from_inside_the_allocation_of_the_epochs_collector_never_returns_as_documented";
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("HOSTILE_ALLOC_CHILD", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let exited = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(3) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        exited.is_none(),
+        "the push returned ({exited:?}): the mpmc module documentation says it never does, \
+         and should now say otherwise"
+    );
 }
