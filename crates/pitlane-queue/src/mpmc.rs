@@ -1754,7 +1754,14 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
     /// The first operation after the handle was made or released: pin.
     #[cold]
     fn pin_again(&self) {
-        *self.guard.borrow_mut() = Some(pin());
+        // Pinned before the borrow (registering the thread in the epoch allocates, and the
+        // allocator may use this handle, which then pins it itself); and whatever pin that
+        // left in the handle is dropped after the borrow ends, as in `release`: it may be the
+        // last pin of an epoch record that was dropped (at thread exit), whose finalization
+        // runs user code.
+        let pinned = pin();
+        let replaced = self.guard.borrow_mut().replace(pinned);
+        drop(replaced);
     }
 
     /// [`Queue::try_push`] without a pin of its own.
@@ -1846,7 +1853,13 @@ impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
     /// retirement, which runs expired deferred functions and then ends its attempt; a pop
     /// drops the revoked values it passes between two attempts.)
     fn release(&self) {
-        *self.guard.borrow_mut() = None;
+        // The pin is dropped after the borrow ends: unpinning may run user code. Where it is
+        // the last pin of a thread whose epoch record was already dropped (a release from a
+        // thread-local destructor at thread exit), the record is finalized, which pins and may
+        // collect (other users' deferred functions) and allocates (the allocator), and either
+        // may use this handle again.
+        let pin = self.guard.borrow_mut().take();
+        drop(pin);
     }
 }
 

@@ -34,6 +34,8 @@ thread_local! {
     /// Run (once) at this thread's next allocation aligned as a queue segment, before it is
     /// served.
     static ON_SEGMENT: Cell<Option<fn()>> = const { Cell::new(None) };
+    /// Run (once) at this thread's next allocation of 2 KiB or more, before it is served.
+    static ON_LARGE: Cell<Option<fn()>> = const { Cell::new(None) };
 }
 
 struct Hostile;
@@ -45,6 +47,11 @@ unsafe impl GlobalAlloc for Hostile {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if REFUSE.try_with(Cell::get).ok().flatten() == Some((layout.size(), layout.align())) {
             return std::ptr::null_mut();
+        }
+        if layout.size() >= 2048 {
+            if let Some(hook) = ON_LARGE.try_with(Cell::take).ok().flatten() {
+                hook();
+            }
         }
         if layout.align() >= SEGMENT_ALIGN {
             if let Some(hook) = ON_SEGMENT.try_with(Cell::take).ok().flatten() {
@@ -377,4 +384,130 @@ fn a_queue_call_from_inside_the_allocation_of_the_epochs_collector_never_returns
         "the push returned ({exited:?}): the mpmc module documentation says it never does, \
          and should now say otherwise"
     );
+}
+
+// --- a handle released at thread exit, after the thread's epoch record was dropped --------------
+
+static EXIT_QUEUE: Queue<u64> = Queue::new();
+static NESTED_AT_EXIT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+thread_local! {
+    /// The exiting thread's handle (leaked, so that it outlives every thread-local).
+    static EXIT_HANDLE: Cell<Option<&'static pitlane_queue::mpmc::Handle<'static, u64>>> =
+        const { Cell::new(None) };
+    /// Releases the handle from its destructor: registered before the queue's record of the
+    /// thread in the epoch, so it runs after that record is dropped.
+    static RELEASER: Releaser = const { Releaser };
+}
+
+struct Releaser;
+
+impl Drop for Releaser {
+    fn drop(&mut self) {
+        if let Some(handle) = EXIT_HANDLE.get() {
+            ON_LARGE.set(Some(push_through_the_exiting_handle));
+            // The handle's pin is the last one of the thread's epoch record, which is gone:
+            // letting go of it finalizes the record, which hands its bag of deferred
+            // functions to the global queue, an allocation of about 2 KiB.
+            handle.release();
+            ON_LARGE.set(None);
+        }
+    }
+}
+
+fn push_through_the_exiting_handle() {
+    if let Some(handle) = EXIT_HANDLE.get() {
+        handle.push(7);
+        NESTED_AT_EXIT.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn an_allocator_that_uses_the_handle_being_released_at_thread_exit_is_served() {
+    if !in_child("an_allocator_that_uses_the_handle_being_released_at_thread_exit_is_served") {
+        return;
+    }
+    std::thread::spawn(|| {
+        RELEASER.with(|_| ());
+        let handle: &'static _ = Box::leak(Box::new(EXIT_QUEUE.handle()));
+        EXIT_HANDLE.set(Some(handle));
+        handle.push(1);
+    })
+    .join()
+    .unwrap();
+    assert!(
+        NESTED_AT_EXIT.load(std::sync::atomic::Ordering::SeqCst),
+        "the release made no allocation of 2 KiB or more"
+    );
+    assert_eq!(EXIT_QUEUE.pop(), Some(1));
+    assert_eq!(EXIT_QUEUE.pop(), Some(7));
+    assert_eq!(EXIT_QUEUE.pop(), None);
+}
+
+// --- a handle that pins again at thread exit, with the allocator using it meanwhile ------------
+
+static REPIN_QUEUE: Queue<u64> = Queue::new();
+static REPIN_NESTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+thread_local! {
+    static REPIN_HANDLE: Cell<Option<&'static pitlane_queue::mpmc::Handle<'static, u64>>> =
+        const { Cell::new(None) };
+    static REPINNER: Repinner = const { Repinner };
+}
+
+struct Repinner;
+
+impl Drop for Repinner {
+    fn drop(&mut self) {
+        if let Some(handle) = REPIN_HANDLE.get() {
+            handle.release();
+            // The thread's records in the epoch are gone: the next pin registers the thread
+            // again (a cache-padded allocation), and the allocator's hook uses the handle
+            // there, which pins it with a record of its own.
+            ON_SEGMENT.set(Some(push_through_the_repinning_handle));
+            handle.push(3);
+            ON_SEGMENT.set(None);
+            ON_LARGE.set(None);
+        }
+    }
+}
+
+fn push_through_the_repinning_handle() {
+    if let Some(handle) = REPIN_HANDLE.get() {
+        handle.push(8);
+        REPIN_NESTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // When the outer pin replaces the handle's pin made here, the record of that pin is
+        // finalized, which allocates about 2 KiB: the hook uses the handle again.
+        ON_LARGE.set(Some(push_again_through_the_repinning_handle));
+    }
+}
+
+fn push_again_through_the_repinning_handle() {
+    if let Some(handle) = REPIN_HANDLE.get() {
+        handle.push(9);
+        REPIN_NESTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn an_allocator_that_uses_the_handle_pinning_again_at_thread_exit_is_served() {
+    if !in_child("an_allocator_that_uses_the_handle_pinning_again_at_thread_exit_is_served") {
+        return;
+    }
+    std::thread::spawn(|| {
+        REPINNER.with(|_| ());
+        let handle: &'static _ = Box::leak(Box::new(REPIN_QUEUE.handle()));
+        REPIN_HANDLE.set(Some(handle));
+        handle.push(1);
+    })
+    .join()
+    .unwrap();
+    let mut got: Vec<u64> = std::iter::from_fn(|| REPIN_QUEUE.pop()).collect();
+    got.sort_unstable();
+    println!(
+        "nested pushes: {}, values {got:?}",
+        REPIN_NESTED.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    assert_eq!(REPIN_NESTED.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(got, [1, 3, 8, 9]);
 }
