@@ -395,7 +395,9 @@ impl<B: WeakBag> Bagpipe<B> {
         self.pipes.len()
     }
 
-    /// A handle with its own walk through the pipes; give each thread its own.
+    /// A handle with its own walk through the pipes; give each thread its own. It holds a
+    /// handle of each pipe, in one allocation: like [`Bagpipe::new`], it aborts the process if
+    /// the allocator cannot provide that (a few words per pipe).
     ///
     /// ```
     /// use pitlane_queue::bagpipe::Bagpipe;

@@ -1760,8 +1760,9 @@ impl<T, const SEGMENT: usize> Handle<'_, T, SEGMENT> {
         // last pin of an epoch record that was dropped (at thread exit), whose finalization
         // runs user code.
         let pinned = pin();
-        let replaced = self.guard.borrow_mut().replace(pinned);
-        drop(replaced);
+        // The borrow is a temporary of this statement; the replaced pin goes at the end of
+        // the function.
+        let _replaced = self.guard.borrow_mut().replace(pinned);
     }
 
     /// [`Queue::try_push`] without a pin of its own.
@@ -1853,13 +1854,13 @@ impl<T, const SEGMENT: usize> BagHandle for Handle<'_, T, SEGMENT> {
     /// retirement, which runs expired deferred functions and then ends its attempt; a pop
     /// drops the revoked values it passes between two attempts.)
     fn release(&self) {
-        // The pin is dropped after the borrow ends: unpinning may run user code. Where it is
-        // the last pin of a thread whose epoch record was already dropped (a release from a
-        // thread-local destructor at thread exit), the record is finalized, which pins and may
-        // collect (other users' deferred functions) and allocates (the allocator), and either
-        // may use this handle again.
-        let pin = self.guard.borrow_mut().take();
-        drop(pin);
+        // The pin is dropped at the end of the function, after the borrow (a temporary of the
+        // statement below) ends: unpinning may run user code. Where it is the last pin of a
+        // thread whose epoch record was already dropped (a release from a thread-local
+        // destructor at thread exit), the record is finalized, which pins and may collect
+        // (other users' deferred functions) and allocates (the allocator), and either may use
+        // this handle again.
+        let _released = self.guard.borrow_mut().take();
     }
 }
 

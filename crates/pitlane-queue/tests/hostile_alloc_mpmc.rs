@@ -511,3 +511,37 @@ fn an_allocator_that_uses_the_handle_pinning_again_at_thread_exit_is_served() {
     assert_eq!(REPIN_NESTED.load(std::sync::atomic::Ordering::SeqCst), 2);
     assert_eq!(got, [1, 3, 8, 9]);
 }
+
+// --- Bagpipe::handle under a refusing allocator: the documented abort ---------------------------
+
+#[test]
+fn a_bagpipe_handle_whose_table_the_allocator_refuses_aborts_as_documented() {
+    type Pipe = Queue<u64, 1>;
+    let table = (
+        4 * core::mem::size_of::<pitlane_queue::mpmc::Handle<'static, u64, 1>>(),
+        core::mem::align_of::<pitlane_queue::mpmc::Handle<'static, u64, 1>>(),
+    );
+    if std::env::var_os("HOSTILE_ALLOC_CHILD").is_some() {
+        let bag = pitlane_queue::bagpipe::Bagpipe::<Pipe>::with_pipes(4).unwrap();
+        REFUSE.set(Some(table));
+        let handle = bag.handle();
+        REFUSE.set(None);
+        println!("RETURNED {}", handle.bagpipe().pipe_count());
+        return;
+    }
+    let name = "a_bagpipe_handle_whose_table_the_allocator_refuses_aborts_as_documented";
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("HOSTILE_ALLOC_CHILD", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !output.status.success()
+            && !stdout.contains("RETURNED")
+            && stderr.contains(&format!("memory allocation of {} bytes failed", table.0)),
+        "{}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status,
+    );
+}
