@@ -545,3 +545,80 @@ fn a_bagpipe_handle_whose_table_the_allocator_refuses_aborts_as_documented() {
         output.status,
     );
 }
+
+// --- a Bagpipe handle's walk moved by the allocator inside its pop's first attempt --------------
+
+type WalkedBag = pitlane_queue::bagpipe::Bagpipe<Queue<u64, 1>>;
+type WalkedHandle = pitlane_queue::bagpipe::Handle<'static, Queue<u64, 1>>;
+
+thread_local! {
+    static WALKED: Cell<Option<&'static WalkedHandle>> = const { Cell::new(None) };
+    static WALKED_NESTED: Cell<Option<Option<u64>>> = const { Cell::new(None) };
+}
+
+/// The pipe a handle pushes and pops at, and its stride, from its `Debug`.
+fn walk_of(handle: &WalkedHandle) -> (usize, usize) {
+    let text = format!("{handle:?}");
+    let field = |name: &str| -> usize {
+        let at = text.find(&format!("{name}: ")).unwrap() + name.len() + 2;
+        text[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(field("push_at"), field("pop_at"), "{text}");
+    (field("pop_at"), field("stride"))
+}
+
+fn pop_through_the_walked_handle() {
+    let handle = WALKED.get().unwrap();
+    WALKED_NESTED.set(Some(handle.pop()));
+}
+
+#[test]
+fn a_bagpipe_handle_whose_walk_the_allocator_moves_inside_a_pops_first_attempt_misses_nothing() {
+    let bag: &'static WalkedBag = Box::leak(Box::new(WalkedBag::with_pipes(4).unwrap()));
+    // This thread pins first, so that the epoch's collector exists before the hook is set.
+    let warm = bag.handle();
+    warm.push(0);
+    assert_eq!(warm.pop(), Some(0));
+    let (to_main, from_worker) = std::sync::mpsc::channel();
+    let (to_worker, from_main) = std::sync::mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        let handle: &'static WalkedHandle = Box::leak(Box::new(bag.handle()));
+        WALKED.set(Some(handle));
+        to_main.send(walk_of(handle)).unwrap();
+        from_main.recv().unwrap();
+        // The handle's first operation pins its first pipe's handle, and this thread's first
+        // pin registers it with the epoch: a cache-padded allocation, inside the pop's first
+        // attempt. There the hook pops through the same handle: its first pipe is empty, so
+        // it walks on and takes one of the two values in the next pipe, moving the walk there.
+        ON_SEGMENT.set(Some(pop_through_the_walked_handle));
+        let outer = handle.pop();
+        ON_SEGMENT.set(None);
+        (WALKED_NESTED.take(), outer, handle.pop())
+    });
+    let (first, stride) = from_worker.recv().unwrap();
+    let next = (first + stride) % 4;
+    // Both values go to the pipe after the worker's first one; every other pipe is empty.
+    let pusher = std::iter::repeat_with(|| bag.handle())
+        .find(|h| h.bagpipe().pipe_count() == 4 && walk_of(h).0 == next)
+        .unwrap();
+    pusher.push(1);
+    pusher.push(2);
+    assert_eq!(bag.size_guess(), 2);
+    to_worker.send(()).unwrap();
+    let (nested, outer, after) = worker.join().unwrap();
+    assert!(
+        matches!(nested, Some(Some(1 | 2))),
+        "the hook did not run inside the first attempt, or found nothing: {nested:?}"
+    );
+    assert!(
+        matches!(outer, Some(1 | 2)) && outer != nested.flatten(),
+        "the pop missed the value left in the pipe the nested pop moved the walk to: \
+         nested {nested:?}, outer {outer:?}, then {after:?}"
+    );
+    assert_eq!(after, None);
+}
