@@ -622,3 +622,54 @@ fn a_bagpipe_handle_whose_walk_the_allocator_moves_inside_a_pops_first_attempt_m
     );
     assert_eq!(after, None);
 }
+
+// --- the same at a thread's first pin, not only at its exit -------------------------------------
+
+static FIRST_PIN_QUEUE: Queue<u64> = Queue::new();
+
+thread_local! {
+    static FIRST_PIN_HANDLE: Cell<Option<&'static pitlane_queue::mpmc::Handle<'static, u64>>> =
+        const { Cell::new(None) };
+    static FIRST_PIN_NESTED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// In the thread's registration with the epoch (inside the handle's first pin): pushes through
+/// the handle, which pins it with a record registered by this nested call. The outer
+/// registration then drops that record's handle, and the outer pin replaces the nested pin:
+/// the record is finalized, an allocation of about 2 KiB, where the hook uses the handle again.
+fn push_inside_the_first_registration() {
+    let handle = FIRST_PIN_HANDLE.get().unwrap();
+    handle.push(8);
+    FIRST_PIN_NESTED.set(FIRST_PIN_NESTED.get() + 1);
+    ON_LARGE.set(Some(push_inside_the_finalization));
+}
+
+fn push_inside_the_finalization() {
+    let handle = FIRST_PIN_HANDLE.get().unwrap();
+    handle.push(9);
+    FIRST_PIN_NESTED.set(FIRST_PIN_NESTED.get() + 1);
+}
+
+#[test]
+fn an_allocator_that_uses_the_handle_during_the_threads_first_pin_is_served() {
+    if !in_child("an_allocator_that_uses_the_handle_during_the_threads_first_pin_is_served") {
+        return;
+    }
+    // The epoch's collector exists (the main thread pins first); the worker has no record yet.
+    FIRST_PIN_QUEUE.push(0);
+    assert_eq!(FIRST_PIN_QUEUE.pop(), Some(0));
+    let nested = std::thread::spawn(|| {
+        let handle: &'static _ = Box::leak(Box::new(FIRST_PIN_QUEUE.handle()));
+        FIRST_PIN_HANDLE.set(Some(handle));
+        ON_SEGMENT.set(Some(push_inside_the_first_registration));
+        handle.push(1);
+        ON_SEGMENT.set(None);
+        ON_LARGE.set(None);
+        FIRST_PIN_NESTED.get()
+    })
+    .join()
+    .unwrap();
+    let mut got: Vec<u64> = std::iter::from_fn(|| FIRST_PIN_QUEUE.pop()).collect();
+    got.sort_unstable();
+    assert_eq!((nested, got), (2, vec![1, 8, 9]));
+}
