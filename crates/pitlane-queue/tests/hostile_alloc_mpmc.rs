@@ -28,13 +28,18 @@ const POOL_LAYOUT: (usize, usize) = (
     core::mem::align_of::<usize>(),
 );
 
+/// Below the size of crossbeam-epoch's node of a sealed bag of deferred functions (64 of
+/// them, four words each): 2 KiB on a 64-bit target, 1 KiB on a 32-bit one.
+const LARGE: usize = 256 * core::mem::size_of::<usize>();
+
 thread_local! {
     /// Allocations of exactly this (size, align) are refused on this thread while set.
     static REFUSE: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
     /// Run (once) at this thread's next allocation aligned as a queue segment, before it is
     /// served.
     static ON_SEGMENT: Cell<Option<fn()>> = const { Cell::new(None) };
-    /// Run (once) at this thread's next allocation of 2 KiB or more, before it is served.
+    /// Run (once) at this thread's next allocation of [`LARGE`] bytes or more, before it is
+    /// served.
     static ON_LARGE: Cell<Option<fn()>> = const { Cell::new(None) };
 }
 
@@ -48,7 +53,7 @@ unsafe impl GlobalAlloc for Hostile {
         if REFUSE.try_with(Cell::get).ok().flatten() == Some((layout.size(), layout.align())) {
             return std::ptr::null_mut();
         }
-        if layout.size() >= 2048 {
+        if layout.size() >= LARGE {
             if let Some(hook) = ON_LARGE.try_with(Cell::take).ok().flatten() {
                 hook();
             }
@@ -408,7 +413,7 @@ impl Drop for Releaser {
             ON_LARGE.set(Some(push_through_the_exiting_handle));
             // The handle's pin is the last one of the thread's epoch record, which is gone:
             // letting go of it finalizes the record, which hands its bag of deferred
-            // functions to the global queue, an allocation of about 2 KiB.
+            // functions to the global queue, an allocation of [`LARGE`] bytes or more.
             handle.release();
             ON_LARGE.set(None);
         }
@@ -437,7 +442,7 @@ fn an_allocator_that_uses_the_handle_being_released_at_thread_exit_is_served() {
     .unwrap();
     assert!(
         NESTED_AT_EXIT.load(std::sync::atomic::Ordering::SeqCst),
-        "the release made no allocation of 2 KiB or more"
+        "the release made no allocation of LARGE bytes or more"
     );
     assert_eq!(EXIT_QUEUE.pop(), Some(1));
     assert_eq!(EXIT_QUEUE.pop(), Some(7));
@@ -477,7 +482,7 @@ fn push_through_the_repinning_handle() {
         handle.push(8);
         REPIN_NESTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // When the outer pin replaces the handle's pin made here, the record of that pin is
-        // finalized, which allocates about 2 KiB: the hook uses the handle again.
+        // finalized, which allocates [`LARGE`] bytes or more: the hook uses the handle again.
         ON_LARGE.set(Some(push_again_through_the_repinning_handle));
     }
 }
@@ -636,7 +641,8 @@ thread_local! {
 /// In the thread's registration with the epoch (inside the handle's first pin): pushes through
 /// the handle, which pins it with a record registered by this nested call. The outer
 /// registration then drops that record's handle, and the outer pin replaces the nested pin:
-/// the record is finalized, an allocation of about 2 KiB, where the hook uses the handle again.
+/// the record is finalized, an allocation of [`LARGE`] bytes or more, where the hook uses the
+/// handle again.
 fn push_inside_the_first_registration() {
     let handle = FIRST_PIN_HANDLE.get().unwrap();
     handle.push(8);
