@@ -15,7 +15,7 @@
 //! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::task::{Context, RawWaker, RawWakerVTable, Wake, Waker};
 
 /// Shared counters behind wakers made by [`CountingWaker::waker`].
@@ -101,6 +101,89 @@ impl<F: Fn() + Send + Sync + 'static> Wake for OnWake<F> {
 
     fn wake_by_ref(self: &Arc<Self>) {
         (self.0)();
+    }
+}
+
+/// A gate that holds up the `clone` of the wakers it makes until it is opened, so that a test
+/// can keep a primitive inside the code that clones a waker (a queued future polled with a
+/// new waker clones it under the primitive's lock) for as long as it needs. Such a waker does
+/// nothing when woken or dropped; its clones are plain no-op wakers.
+///
+/// ```
+/// use pitlane_testkit::wakers::CloneGate;
+///
+/// static GATE: CloneGate = CloneGate::new();
+/// let waker = GATE.waker();
+/// std::thread::scope(|s| {
+///     let cloner = s.spawn(|| drop(waker.clone()));
+///     GATE.wait_until_cloning(); // the clone has begun, and waits
+///     GATE.open();
+///     cloner.join().unwrap();
+/// });
+/// GATE.reset(); // closed again, for the next test
+/// ```
+#[derive(Debug)]
+pub struct CloneGate {
+    /// Set when a clone has begun.
+    cloning: AtomicBool,
+    /// Set by `open`: clones return.
+    open: AtomicBool,
+}
+
+impl CloneGate {
+    /// A closed gate.
+    pub const fn new() -> Self {
+        CloneGate {
+            cloning: AtomicBool::new(false),
+            open: AtomicBool::new(false),
+        }
+    }
+
+    /// A waker whose `clone` waits until the gate is open.
+    pub fn waker(&'static self) -> Waker {
+        fn noop(_: *const ()) {}
+        fn plain_clone(_: *const ()) -> RawWaker {
+            RawWaker::new(std::ptr::null(), &PLAIN)
+        }
+        fn gated_clone(gate: *const ()) -> RawWaker {
+            // SAFETY: the data pointer of a `GATED` waker is a `&'static CloneGate` (below).
+            let gate = unsafe { &*gate.cast::<CloneGate>() };
+            gate.cloning.store(true, Ordering::SeqCst);
+            while !gate.open.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            plain_clone(std::ptr::null())
+        }
+        static PLAIN: RawWakerVTable = RawWakerVTable::new(plain_clone, noop, noop, noop);
+        static GATED: RawWakerVTable = RawWakerVTable::new(gated_clone, noop, noop, noop);
+        let data = std::ptr::from_ref(self).cast::<()>();
+        // SAFETY: `GATED` reads its data pointer as the `&'static CloneGate` it is, and the
+        // plain vtable does nothing with its (null) one.
+        unsafe { Waker::from_raw(RawWaker::new(data, &GATED)) }
+    }
+
+    /// Waits until a clone of one of this gate's wakers has begun.
+    pub fn wait_until_cloning(&self) {
+        while !self.cloning.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Lets every clone waiting at the gate return, and those made later pass.
+    pub fn open(&self) {
+        self.open.store(true, Ordering::SeqCst);
+    }
+
+    /// Closes the gate again and forgets that a clone began.
+    pub fn reset(&self) {
+        self.cloning.store(false, Ordering::SeqCst);
+        self.open.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Default for CloneGate {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

@@ -15,12 +15,11 @@ extern crate pitlane_alloc;
 mod hostile {
     use std::future::Future;
     use std::pin::Pin;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
-    use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+    use std::task::{Context, Poll};
     use std::time::Duration;
 
-    use pitlane_testkit::wakers::{CountingWaker, on_wake};
+    use pitlane_testkit::wakers::{CloneGate, CountingWaker, on_wake};
     use pitlane_wait::Notify;
     use pitlane_wait::queue::WAKE_BATCH;
 
@@ -207,30 +206,9 @@ mod hostile {
         assert_eq!(pitlane, tokio);
     }
 
-    /// Set when the waker of `lock_holding_waker` is being cloned (under the notify's lock).
-    static CLONING: AtomicBool = AtomicBool::new(false);
-    /// Lets that clone return.
-    static RELEASE: AtomicBool = AtomicBool::new(false);
-
-    /// A waker whose `clone` waits for `RELEASE`: a queued `Notified` polled with it (a new
-    /// waker) clones it under the notify's lock, so the lock stays held meanwhile.
-    fn lock_holding_waker() -> Waker {
-        fn noop(_: *const ()) {}
-        fn plain_clone(_: *const ()) -> RawWaker {
-            RawWaker::new(std::ptr::null(), &PLAIN)
-        }
-        fn holding_clone(_: *const ()) -> RawWaker {
-            CLONING.store(true, Ordering::SeqCst);
-            while !RELEASE.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
-            plain_clone(std::ptr::null())
-        }
-        static PLAIN: RawWakerVTable = RawWakerVTable::new(plain_clone, noop, noop, noop);
-        static HOLDING: RawWakerVTable = RawWakerVTable::new(holding_clone, noop, noop, noop);
-        // SAFETY: the vtables do nothing with the (null) data pointer.
-        unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &HOLDING)) }
-    }
+    /// Holds up the clone of its waker: a queued `Notified` polled with it (a new waker)
+    /// clones it under the notify's lock, so the lock stays held until the gate opens.
+    static GATE: CloneGate = CloneGate::new();
 
     /// Regression: `notify_waiters` increments its counter (its linearization point) and then
     /// takes the lock to drain the queue. A `Notified` created after the increment records
@@ -254,13 +232,11 @@ mod hostile {
         let mut before = Box::pin(notify.clone().notified_owned());
         std::thread::scope(|s| {
             let holder = s.spawn(move || {
-                let waker = lock_holding_waker();
+                let waker = GATE.waker();
                 let _ = first.as_mut().poll(&mut Context::from_waker(&waker));
                 first
             });
-            while !CLONING.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
+            GATE.wait_until_cloning();
             let broadcaster = s.spawn(|| notify.notify_waiters());
             std::thread::sleep(Duration::from_millis(200));
             assert!(
@@ -270,7 +246,7 @@ mod hostile {
             let mut earlier = Box::pin(notify.clone().notified_owned());
             let mut later = Box::pin(notify.clone().notified_owned());
             assert!(w.with_context(|cx| later.as_mut().poll(cx)).is_pending());
-            RELEASE.store(true, Ordering::SeqCst);
+            GATE.open();
             let mut first = holder.join().unwrap();
             broadcaster.join().unwrap();
             assert!(w.with_context(|cx| first.as_mut().poll(cx)).is_ready());

@@ -18,7 +18,7 @@ mod hostile {
     use std::task::{Context, RawWaker, RawWakerVTable, Waker};
     use std::time::Duration;
 
-    use pitlane_testkit::wakers::{CountingWaker, on_wake};
+    use pitlane_testkit::wakers::{CloneGate, CountingWaker, on_wake};
     use pitlane_wait::WaitQueue;
     use pitlane_wait::queue::{Decision, Node, NodeStatus, Outcome, WAKE_BATCH};
     use pitlane_wait::{Notify, OwnedNotified};
@@ -225,30 +225,9 @@ mod hostile {
         assert_eq!(pitlane, tokio);
     }
 
-    /// Set when the waker of `lock_holding_waker` is being cloned (under the notify's lock).
-    static CLONING: AtomicBool = AtomicBool::new(false);
-    /// Lets that clone return.
-    static RELEASE: AtomicBool = AtomicBool::new(false);
-
-    /// A waker whose `clone` waits for `RELEASE`: a queued `Notified` polled with it (a new
-    /// waker) clones it under the notify's lock, so the lock stays held meanwhile.
-    fn lock_holding_waker() -> Waker {
-        fn noop(_: *const ()) {}
-        fn plain_clone(_: *const ()) -> RawWaker {
-            RawWaker::new(std::ptr::null(), &PLAIN)
-        }
-        fn holding_clone(_: *const ()) -> RawWaker {
-            CLONING.store(true, Ordering::SeqCst);
-            while !RELEASE.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
-            plain_clone(std::ptr::null())
-        }
-        static PLAIN: RawWakerVTable = RawWakerVTable::new(plain_clone, noop, noop, noop);
-        static HOLDING: RawWakerVTable = RawWakerVTable::new(holding_clone, noop, noop, noop);
-        // SAFETY: the vtables do nothing with the (null) data pointer.
-        unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &HOLDING)) }
-    }
+    /// Holds up the clone of its waker: a queued `Notified` polled with it (a new waker)
+    /// clones it under the notify's lock, so the lock stays held until the gate opens.
+    static GATE: CloneGate = CloneGate::new();
 
     /// A `Notified` polled with a waker, later only `enable`d, keeps that waker registered:
     /// tokio's `enable` on a waiting `Notified` leaves its waker as it is, so the next
@@ -276,7 +255,7 @@ mod hostile {
         )
     }
 
-    /// Serializes the tests that use `CLONING` and `RELEASE`.
+    /// Serializes the tests that use `GATE`.
     static HOLDING: Mutex<()> = Mutex::new(());
 
     /// Makes the race of `hostile_wait_3.rs`: a `notify_waiters` increments its counter and
@@ -302,21 +281,18 @@ mod hostile {
         notify: &Arc<Notify>,
         waker: &Waker,
     ) -> (Pin<Box<OwnedNotified>>, std::thread::Result<()>) {
-        CLONING.store(false, Ordering::SeqCst);
-        RELEASE.store(false, Ordering::SeqCst);
+        GATE.reset();
         let w = CountingWaker::new();
         let mut first = Box::pin(notify.clone().notified_owned());
         assert!(w.with_context(|cx| first.as_mut().poll(cx)).is_pending());
         let mut before = Box::pin(notify.clone().notified_owned());
         std::thread::scope(|s| {
             let holder = s.spawn(move || {
-                let waker = lock_holding_waker();
+                let waker = GATE.waker();
                 let _ = first.as_mut().poll(&mut Context::from_waker(&waker));
                 first
             });
-            while !CLONING.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
+            GATE.wait_until_cloning();
             let broadcaster = s.spawn(|| notify.notify_waiters());
             std::thread::sleep(Duration::from_millis(200));
             assert!(
@@ -330,7 +306,7 @@ mod hostile {
                     .poll(&mut Context::from_waker(waker))
                     .is_pending()
             );
-            RELEASE.store(true, Ordering::SeqCst);
+            GATE.open();
             let mut first = holder.join().unwrap();
             let broadcast = broadcaster.join();
             assert!(w.with_context(|cx| first.as_mut().poll(cx)).is_ready());
