@@ -341,7 +341,9 @@ where
     /// return it. Returns `true` if this call removed it; `false` if it is in no bag (never
     /// pushed with tracking, or already popped or revoked), or a concurrent pop or revoke won
     /// the race for it. The bag's own copy of the item stays in the slot until a pop passes
-    /// over it or the bag is dropped, and is dropped then.
+    /// over it or the bag is dropped, and is dropped then: a panic from that drop comes out of
+    /// that pop (or `try_pop`, or an `into_iter`'s `next`), and leaves the bag as if the pop
+    /// had passed over the item without one.
     ///
     /// Of a concurrent revoke and pop of the same item, exactly one wins. After `revoke`
     /// returns `true`, [`RevokeHandle::is_in_bag`] says `false` unless another copy of the item

@@ -661,19 +661,22 @@ impl<T> Stack<T> {
             self.count(1_usize.wrapping_neg(), cache);
             // The node is ours now.
             let state = node.slot.state.load(Ordering::Acquire);
-            let item = if state == FULL {
+            let taken = if state == FULL {
                 node.slot.state.store(TAKEN, Ordering::Relaxed);
                 // SAFETY: we unlinked the node, so we alone own its plain value (nobody else
                 // moves a `FULL` state), and the Acquire loads made the pusher's write visible.
-                Some(unsafe { node.slot.read() })
+                Ok(unsafe { node.slot.read() })
             } else {
                 Self::take_tracked(&node.slot)
             };
+            // The node goes back before a revoked value is dropped: that drop is user code,
+            // and a panic out of it must not lose the node (nor the stack its capacity).
             self.recycle_in(top.index(), node, cache);
-            if let Some(item) = item {
-                return Ok(item);
+            match taken {
+                Ok(item) => return Ok(item),
+                // The item was revoked: drop it and skip the node.
+                Err(dead) => drop(dead),
             }
-            // The item was revoked: skip the node.
         }
     }
 
@@ -1296,7 +1299,9 @@ impl<T> Stack<T> {
         state: usize,
         cache: Cache<'_, T>,
     ) -> Result<(), PushError<T>> {
-        let outcome = if node
+        // The revoked value, if any, is dropped once the node is back: its drop is user code,
+        // and a panic out of it must not lose the node.
+        let (outcome, dead) = if node
             .slot
             .state
             .compare_exchange(state, TAKEN, Ordering::Relaxed, Ordering::Relaxed)
@@ -1306,16 +1311,16 @@ impl<T> Stack<T> {
             let item = unsafe { node.slot.read() };
             // SAFETY: `item` is alive, so is its handle; `state` is what `track` returned.
             unsafe { node.slot.untrack(state) };
-            Err(PushError::Transient(item))
+            (Err(PushError::Transient(item)), None)
         } else {
             debug_assert_eq!(node.slot.state.load(Ordering::Relaxed), REVOKED);
             node.slot.state.store(TAKEN, Ordering::Relaxed);
             // SAFETY: the revoker left the value in place; the node was never linked, so we
             // alone own it. The handle is not touched (the revoker clears it).
-            drop(unsafe { node.slot.read() });
-            Ok(())
+            (Ok(()), Some(unsafe { node.slot.read() }))
         };
         self.recycle_in(index, node, cache);
+        drop(dead);
         outcome
     }
 
@@ -1351,21 +1356,20 @@ impl<T> Stack<T> {
         }
     }
 
-    /// A node we unlinked holds a tracked or revoked value: settle it with one swap. `None`
-    /// for a revoked value (dropped here).
+    /// A node we unlinked holds a tracked or revoked value: settle it with one swap.
+    /// `Err(value)` for a revoked value, which the caller drops once the node is recycled.
     #[cold]
-    fn take_tracked(slot: &Slot<T>) -> Option<T> {
+    fn take_tracked(slot: &Slot<T>) -> Result<T, T> {
         let state = slot.state.swap(TAKEN, Ordering::Acquire);
         // SAFETY: tracked or revoked, the slot holds a value, and the swap made it ours.
         let item = unsafe { slot.read() };
         if state == REVOKED {
-            drop(item);
-            return None;
+            return Err(item);
         }
         debug_assert!(slot::is_tracked(state), "state {state}");
         // SAFETY: we own `item`, whose handle `state` names.
         unsafe { slot.untrack(state) };
-        Some(item)
+        Ok(item)
     }
 }
 

@@ -20,7 +20,8 @@
 //! - A *revoked* item stays in the structure until a pop passes over it, and that pop drops it:
 //!   its panic comes out of `pop` (or `try_pop`, or an `into_iter`'s `next`). The structure
 //!   is consistent afterwards: the other items come out as before, `len` is right, and every
-//!   item is dropped once. (A stack leaks the one node the panicking pop had unlinked.)
+//!   item is dropped once. (A stack's pop recycles the node it unlinked before it drops the
+//!   revoked item: `hostile_unwind.rs`.)
 #![cfg(not(pitlane_loom))]
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
