@@ -460,6 +460,8 @@ enum Order {
 enum Out {
     Plain,
     Handle,
+    /// A handle made for each pop, and dropped while a panic from that pop unwinds.
+    FreshHandle,
     IntoIter,
 }
 
@@ -511,6 +513,13 @@ fn pops_past_panicking_revoked<B>(
             let handle = bag.handle();
             while check(Some(&bag), panicked(|| handle.pop().map(|item| item.id))) {}
             drop(handle);
+            Some(bag)
+        }
+        Out::FreshHandle => {
+            while check(
+                Some(&bag),
+                panicked(|| bag.handle().pop().map(|item| item.id)),
+            ) {}
             Some(bag)
         }
         Out::IntoIter => {
@@ -570,7 +579,7 @@ fn revoked_sets(n: usize) -> Vec<BTreeSet<usize>> {
 fn pops_past_revoked_items_that_panic_at_every_position_leave_queues_consistent() {
     let n = 10;
     for revoked in revoked_sets(n) {
-        for how in [Out::Plain, Out::Handle, Out::IntoIter] {
+        for how in [Out::Plain, Out::Handle, Out::FreshHandle, Out::IntoIter] {
             pops_past_panicking_revoked(
                 Queue::<Item, 1>::with_segment_size(),
                 n,
@@ -601,7 +610,7 @@ fn pops_past_revoked_items_that_panic_at_every_position_leave_queues_consistent(
 fn pops_past_revoked_items_that_panic_at_every_position_leave_stacks_consistent() {
     let n = 10;
     for revoked in revoked_sets(n) {
-        for how in [Out::Plain, Out::Handle, Out::IntoIter] {
+        for how in [Out::Plain, Out::Handle, Out::FreshHandle, Out::IntoIter] {
             pops_past_panicking_revoked(Stack::new(), n, &revoked, Order::Lifo, how);
         }
     }
@@ -611,7 +620,7 @@ fn pops_past_revoked_items_that_panic_at_every_position_leave_stacks_consistent(
 fn pops_past_revoked_items_that_panic_at_every_position_leave_bagpipes_consistent() {
     let n = 10;
     for revoked in revoked_sets(n) {
-        for how in [Out::Plain, Out::Handle, Out::IntoIter] {
+        for how in [Out::Plain, Out::Handle, Out::FreshHandle, Out::IntoIter] {
             let bag = Bagpipe::<Queue<Item, 2>>::with_pipes(2).unwrap();
             pops_past_panicking_revoked(bag, n, &revoked, Order::None, how);
             let bag = Bagpipe::<Stack<Item>>::with_pipes(2).unwrap();
