@@ -506,3 +506,317 @@ fn bagpipes_and_alternated_stacks_from_thread_local_destructors_on_both_sides_of
         (0, 0, 0, 0)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// fork
+// ---------------------------------------------------------------------------------------------
+
+/// Threads of the parent at the fork, besides the forking one.
+#[cfg(target_os = "linux")]
+const PARENT_THREADS: usize = 6;
+/// Values each parent thread pushes on each structure before the fork.
+#[cfg(target_os = "linux")]
+const PARENT_EACH: usize = 100;
+/// Values the child's own threads push, each.
+#[cfg(target_os = "linux")]
+const CHILD_EACH: usize = 2000;
+#[cfg(target_os = "linux")]
+const CHILD_THREADS: usize = 8;
+
+/// Runs `child` in a child of a `fork` made by one of `PARENT_THREADS + 1` threads while the
+/// others, each having first run `before(thread)`, hold their seats (and stashes, tallies and
+/// era registrations): quiet (parked between calls) or `busy` (calling `during(thread)` over
+/// and over, so that the fork catches some inside a call). Returns how the child ended.
+#[cfg(target_os = "linux")]
+fn fork_beside_seated_threads(
+    busy: bool,
+    before: impl Fn(usize) + Sync,
+    during: impl Fn(usize) + Sync,
+    child: impl Fn() -> Result<(), String> + Sync + Clone,
+) -> Result<(), String> {
+    let seated = AtomicUsize::new(0);
+    let forked = AtomicBool::new(false);
+    let ended = Mutex::new(None);
+    run_threads(PARENT_THREADS + 1, |t| {
+        if t < PARENT_THREADS {
+            before(t);
+            seated.fetch_add(1, Ordering::AcqRel);
+            let mut round = 0;
+            while !forked.load(Ordering::Acquire) {
+                if busy {
+                    during(t + round * PARENT_THREADS);
+                    round += 1;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            return;
+        }
+        // The forking thread holds a seat of its own.
+        before(t);
+        while seated.load(Ordering::Acquire) < PARENT_THREADS {
+            std::hint::spin_loop();
+        }
+        // SAFETY: the child runs only the structures (atomics and malloc, which glibc makes
+        // safe in a fork child), POSIX threads of its own, and then `_exit`s; it takes no lock
+        // of the parent's but the panic machinery's, on a failure, which no parent thread is
+        // holding (none panics or prints).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // In the child, the stacks of the parent's other threads (the test's own thread
+            // among them) are free memory that glibc hands to the child's new threads: copy
+            // the closure onto this thread's stack before it starts any, and let it reach
+            // nothing on theirs (the structures are leaked boxes).
+            let child = child.clone();
+            let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(&child)) {
+                Ok(Ok(())) => 0,
+                Ok(Err(why)) => {
+                    let line = format!("child: {why}\n");
+                    // SAFETY: writes our own buffer to stderr.
+                    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+                    1
+                }
+                Err(_) => 2,
+            };
+            // SAFETY: ends the child at once, as a fork child of a test should.
+            unsafe { libc::_exit(code) };
+        }
+        forked.store(true, Ordering::Release);
+        assert!(pid > 0, "fork failed");
+        *ended.lock().unwrap() = Some(pitlane_testkit::child::wait_for_child(
+            pid,
+            std::time::Duration::from_secs(30),
+        ));
+    });
+    ended.into_inner().unwrap().expect("the forking thread ran")
+}
+
+/// The values of the parent's threads (the forking one too) on one structure, and the
+/// child's: disjoint ranges.
+/// A stack, a queue and a Bagpipe of stacks, leaked: a fork child's threads may reuse the
+/// stack of the test's thread (see `fork_beside_seated_threads`).
+#[cfg(target_os = "linux")]
+fn leaked_subjects() -> &'static [(&'static dyn Subject, &'static str); 3] {
+    let stack: &'static Stack<usize> = Box::leak(Box::new(Stack::new()));
+    let queue: &'static Queue<usize, 4> = Box::leak(Box::new(Queue::with_segment_size()));
+    let of_stacks: &'static Bagpipe<Stack<usize>> = Box::leak(Box::new(Bagpipe::new()));
+    Box::leak(Box::new([
+        (stack as &dyn Subject, "stack"),
+        (queue, "queue"),
+        (of_stacks, "Bagpipe of stacks"),
+    ]))
+}
+
+#[cfg(target_os = "linux")]
+fn parent_values(thread: usize) -> std::ops::Range<usize> {
+    thread * PARENT_EACH..(thread + 1) * PARENT_EACH
+}
+
+#[cfg(target_os = "linux")]
+const CHILD_BASE: usize = 1 << 20;
+
+/// The child's part on one structure: its forking thread pushes and pops, then threads of its
+/// own do (past the seats the parent's vanished threads keep), then everything is drained.
+/// The parent's values must all come out once if `exact`, at most once otherwise; the child's
+/// own, once each; `len` must be 0 once drained if `exact`.
+#[cfg(target_os = "linux")]
+fn child_uses(bag: &dyn Subject, name: &str, exact: bool) -> Result<(), String> {
+    let parent = (PARENT_THREADS + 1) * PARENT_EACH;
+    if exact && bag.len() != parent {
+        return Err(format!(
+            "{name}: len {} after the fork, not {parent}",
+            bag.len()
+        ));
+    }
+    let seen = Ledger::new(CHILD_BASE + CHILD_THREADS * CHILD_EACH);
+    // The forking thread alone first, then threads of the child's own (started the way
+    // `pitlane_testkit::child` says a fork child must).
+    for i in 0..100 {
+        bag.plain_push(CHILD_BASE + i);
+        if i % 2 == 1 {
+            let value = bag.plain_pop().ok_or_else(|| format!("{name}: empty"))?;
+            if value < 1_000_000_000 {
+                seen.saw(value);
+            }
+        }
+    }
+    run_threads(CHILD_THREADS, |t| {
+        for i in 0..CHILD_EACH {
+            let value = CHILD_BASE + t * CHILD_EACH + i;
+            if value >= CHILD_BASE + 100 {
+                bag.plain_push(value);
+            }
+            if i % 3 == 0 {
+                let value = bag.plain_pop().expect("at least this thread's last push");
+                if value < 1_000_000_000 {
+                    seen.saw(value);
+                }
+            }
+            if i % 7 == 0 {
+                if let Some(value) = bag.through_a_handle(value + 1_000_000_000) {
+                    if value < 1_000_000_000 {
+                        seen.saw(value);
+                    }
+                }
+            }
+        }
+    });
+    while let Some(value) = bag.plain_pop() {
+        if value < 1_000_000_000 {
+            seen.saw(value);
+        }
+    }
+    for (value, count) in seen.0.iter().enumerate() {
+        let count = count.load(Ordering::Relaxed);
+        let wanted = if value >= CHILD_BASE || (exact && value < parent) {
+            1
+        } else if value < parent {
+            count.min(1)
+        } else {
+            0
+        };
+        if count != wanted {
+            return Err(format!("{name}: value {value} came out {count} times"));
+        }
+    }
+    if exact && bag.len() != 0 {
+        return Err(format!("{name}: len {} once drained", bag.len()));
+    }
+    Ok(())
+}
+
+/// `fork` while the parent's other threads hold seats, stashes full of nodes, tallies and
+/// registered era words, all parked between calls: the child finds every value the parent
+/// pushed (its `len` exact), and it and 8 threads of its own push and pop on a stack, a queue
+/// and a Bagpipe of stacks, losing and duplicating nothing. The vanished threads' seats stay
+/// taken in the child (see `era::forget_other_threads_after_fork`), their stashes unused.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_fork_child_of_quiet_seated_threads_uses_every_structure() {
+    let _alone = alone();
+    epoch_ready();
+    let subjects = leaked_subjects();
+    let ended = fork_beside_seated_threads(
+        false,
+        |t| {
+            for (bag, _) in subjects {
+                // Pops and pushes again, so that stashes and guesses are in use.
+                for value in parent_values(t) {
+                    bag.plain_push(value);
+                    let back = bag.plain_pop().expect("just pushed");
+                    bag.plain_push(back);
+                }
+            }
+        },
+        |_| {},
+        || {
+            subjects
+                .iter()
+                .try_for_each(|(bag, name)| child_uses(*bag, name, true))
+        },
+    );
+    assert_eq!(ended, Ok(()));
+}
+
+/// As above, but the parent's threads are busy pushing and popping (plainly and through
+/// handles) when the process forks, so the fork catches some of them in the middle of a call:
+/// a vanished call may take its value with it, but the child must not hang, crash, or see a
+/// value twice, and its own values come out once each.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_fork_child_of_busy_seated_threads_neither_hangs_nor_duplicates() {
+    let _alone = alone();
+    epoch_ready();
+    for attempt in 0..5 {
+        let subjects = leaked_subjects();
+        // Each parent value is pushed once; pops put nothing back.
+        let ended = fork_beside_seated_threads(
+            true,
+            |t| {
+                for (bag, _) in subjects {
+                    bag.plain_push(t * PARENT_EACH);
+                }
+            },
+            |n| {
+                let thread = n % PARENT_THREADS;
+                let i = n / PARENT_THREADS % (PARENT_EACH - 1) + 1;
+                for (bag, _) in subjects {
+                    if n / PARENT_THREADS < PARENT_EACH - 1 {
+                        bag.plain_push(thread * PARENT_EACH + i);
+                    }
+                    if n % 4 == 0 {
+                        bag.through_a_handle(1_000_000_000 + n);
+                    } else if n % 3 == 0 {
+                        let _ = bag.plain_pop();
+                    }
+                }
+            },
+            || {
+                subjects
+                    .iter()
+                    .try_for_each(|(bag, name)| child_uses(*bag, name, false))
+            },
+        );
+        assert_eq!(ended, Ok(()), "attempt {attempt}");
+    }
+}
+
+/// A thread of the parent is pinned to crossbeam-epoch's default collector (the one the
+/// queue's handles and seatless calls pin) when the process forks. In the child that thread
+/// does not exist, yet its pin stays in the collector: the global epoch can no longer
+/// advance there. A child that then runs a queue through many segments must not keep every
+/// retired segment: its bytes live stay bounded.
+///
+/// It does keep them: "child: 129726208 bytes more live at most while 200000 values went
+/// through the queue" (release build; the same child without the parent's pin passes). Every
+/// segment the child retires waits for grace periods that never come. Left for the lead
+/// (session 33, helper `threads`): `era::forget_other_threads_after_fork` clears the eras of
+/// vanished threads, but nothing can clear their crossbeam-epoch pins, and the module
+/// documentation does not say so.
+#[test]
+#[cfg(target_os = "linux")]
+#[ignore = "defect: a fork child of a pinned thread never recycles a queue segment"]
+fn a_fork_child_of_a_pinned_thread_recycles_queue_segments() {
+    let _alone = alone();
+    epoch_ready();
+    let queue: &'static Queue<usize, 4> = Box::leak(Box::new(Queue::with_segment_size()));
+    let ended = fork_beside_seated_threads(
+        false,
+        |t| {
+            if t == 0 {
+                // Held until the thread leaves after the fork (in the parent).
+                let guard = crossbeam_epoch::pin();
+                std::mem::forget(guard);
+                queue.plain_push(0);
+                let _ = queue.plain_pop();
+            }
+        },
+        |_| {},
+        || {
+            let start = LIVE.load(Ordering::Relaxed);
+            let mut most = 0;
+            for i in 0..200_000 {
+                queue.plain_push(i);
+                if queue.plain_pop() != Some(i) {
+                    return Err(format!("pop {i}"));
+                }
+                if i % 1000 == 0 {
+                    let handle = queue.handle();
+                    handle.push(i);
+                    if handle.pop() != Some(i) {
+                        return Err(format!("handle pop {i}"));
+                    }
+                }
+                most = most.max(LIVE.load(Ordering::Relaxed) - start);
+            }
+            if cfg!(pitlane_alloc_global) || most < 1 << 20 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{most} bytes more live at most while 200000 values went through the queue"
+                ))
+            }
+        },
+    );
+    assert_eq!(ended, Ok(()));
+}
