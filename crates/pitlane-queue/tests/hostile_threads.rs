@@ -239,6 +239,60 @@ fn thousands_of_short_lived_threads_lose_nothing_and_keep_nothing() {
     );
 }
 
+/// As above, with every seat held all along by parked threads: the short-lived threads take
+/// the seatless paths (the stack's shared free list and count, the queue's epoch pins, each
+/// thread registered with crossbeam-epoch and unregistered at its exit), and still lose
+/// nothing and leave nothing behind them.
+#[test]
+fn thousands_of_short_lived_seatless_threads_lose_nothing_and_keep_nothing() {
+    let _alone = alone();
+    epoch_ready();
+    /// More than the 128 seats.
+    const HOGS: usize = 132;
+    let hog: Stack<usize> = Stack::new();
+    let seated = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    let stack: Stack<usize> = Stack::new();
+    let queue: Queue<usize, 4> = Queue::with_segment_size();
+    let of_stacks: Bagpipe<Stack<usize>> = Bagpipe::new();
+    let of_queues: Bagpipe<Queue<usize, 4>> = Bagpipe::new();
+    let outcome = Mutex::new(None);
+    run_threads(HOGS + 1, |t| {
+        if t < HOGS {
+            // Takes a seat if one is free, and keeps it until the waves are done.
+            hog.push(t);
+            seated.fetch_add(1, Ordering::AcqRel);
+            while !done.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            return;
+        }
+        while seated.load(Ordering::Acquire) < HOGS {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let waves = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            waves_of_short_lived_threads(&[&stack, &queue, &of_stacks, &of_queues])
+        }));
+        done.store(true, Ordering::Release);
+        *outcome.lock().unwrap() = Some(waves);
+    });
+    let (base, end) = match outcome.into_inner().unwrap().expect("the waves ran") {
+        Ok(live) => live,
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
+    assert_eq!(hog.len(), HOGS);
+    if cfg!(pitlane_alloc_global) {
+        return;
+    }
+    let threads_after = (WAVES - WARM_WAVES) * WAVE;
+    eprintln!("bytes live: {base} after the warm-up, {end} after {threads_after} more threads");
+    assert!(
+        end - base < 128 * 1024,
+        "{} bytes more live after {threads_after} more threads came and went ({base} -> {end})",
+        end - base
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The one-entry cache
 // ---------------------------------------------------------------------------------------------
