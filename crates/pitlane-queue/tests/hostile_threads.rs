@@ -456,6 +456,41 @@ fn a_new_stack_at_a_dropped_stacks_address_is_not_the_old_one_to_a_threads_cache
     );
 }
 
+/// A thread's Bagpipe walk serves every Bagpipe it calls, reduced by each one's pipe count.
+/// A thread alternating plain calls on Bagpipes of 1, 2, 8 and 64 pipes (each call moving the
+/// one walk) still finds, on each, the single item another thread left there, wherever that
+/// thread's walk put it, and each item only once.
+#[test]
+fn one_threads_walk_moved_by_bagpipes_of_other_sizes_still_finds_every_item() {
+    let _alone = alone();
+    let sized = || -> Vec<Bagpipe<Stack<usize>>> {
+        [1, 2, 8, 64]
+            .into_iter()
+            .map(|pipes| Bagpipe::with_pipes(pipes).unwrap())
+            .collect()
+    };
+    // `bags` hold the other thread's items; `movers`, empty between calls, move the walk.
+    let (bags, movers) = (sized(), sized());
+    for round in 0..300 {
+        // Another thread (a fresh one, so a fresh walk) leaves one item in each bag.
+        run_threads(1, |_| {
+            for (k, bag) in bags.iter().enumerate() {
+                bag.push(round * 10 + k);
+            }
+        });
+        // This thread moves its walk on some bags, then must find each bag's item.
+        for (k, bag) in bags.iter().enumerate() {
+            let other = &movers[(k + round) % movers.len()];
+            for i in 0..round % 7 {
+                other.push(1_000_000 + i);
+                assert_eq!(other.pop(), Some(1_000_000 + i), "round {round}: own item");
+            }
+            assert_eq!(bag.pop(), Some(round * 10 + k), "round {round}, bag {k}");
+            assert_eq!(bag.pop(), None, "round {round}, bag {k}: a second item");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Thread-local destructors
 // ---------------------------------------------------------------------------------------------
