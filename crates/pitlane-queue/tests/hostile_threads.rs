@@ -373,7 +373,7 @@ fn a_new_stack_at_a_dropped_stacks_address_is_not_the_old_one_to_a_threads_cache
                     if round != seen || stop.load(Ordering::Acquire) {
                         break round;
                     }
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 };
                 if round == seen {
                     return;
@@ -423,7 +423,7 @@ fn a_new_stack_at_a_dropped_stacks_address_is_not_the_old_one_to_a_threads_cache
             current.store(Box::into_raw(stack), Ordering::Release);
             go.store(round, Ordering::Release);
             while done.load(Ordering::Acquire) != round {
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
             // SAFETY: made by `Box::into_raw` above; the other thread is done with it.
             let stack = unsafe { Box::from_raw(current.load(Ordering::Acquire)) };
@@ -636,7 +636,7 @@ fn fork_beside_seated_threads(
                     during(t + round * PARENT_THREADS);
                     round += 1;
                 } else {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 }
             }
             return;
@@ -644,7 +644,7 @@ fn fork_beside_seated_threads(
         // The forking thread holds a seat of its own.
         before(t);
         while seated.load(Ordering::Acquire) < PARENT_THREADS {
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
         // SAFETY: the child runs only the structures (atomics and malloc, which glibc makes
         // safe in a fork child), POSIX threads of its own, and then `_exit`s; it takes no lock
