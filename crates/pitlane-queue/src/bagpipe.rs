@@ -100,7 +100,9 @@ pub const MAX_PIPES: usize = 1 << 16;
 
 /// An array of weak bags walked in a random permutation per handle.
 ///
-/// See the [module documentation](self).
+/// See the [module documentation](self). Dropping the Bagpipe drops its pipes in turn, as a
+/// `Vec` of bags would: if a value's drop panics in one pipe, the later pipes are still
+/// dropped while that panic unwinds, and a second panicking drop there aborts the process.
 ///
 /// ```
 /// use pitlane_queue::{bagpipe::Bagpipe, mpmc::Queue};

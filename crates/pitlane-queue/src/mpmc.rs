@@ -98,6 +98,17 @@
 //! pins, as does any call on a thread without a seat or on a system without the process-wide
 //! barrier): a queue call there waits for that same collector to be made, on the same thread,
 //! and never returns. Past that first pin, calls from inside the allocator are served.
+//!
+//! After `fork`, the child's queues work, but if another thread of the parent was pinned to
+//! crossbeam-epoch's default collector at the fork (it held a [`Handle`], which stays pinned
+//! across its operations, or was inside a call on a thread without a seat, or in any other use
+//! of that collector), its pin stays in the child's copy of the collector, whose epoch then
+//! never advances: the child's queues keep every segment they retire, and the child's memory
+//! grows with the segments its queues pass through (`tests/hostile_threads.rs`, ignored test).
+//! The eras of the parent's vanished threads are forgotten in the child, but crossbeam-epoch
+//! has no way to forget a participant. A child that runs queues for long should be forked
+//! while no other thread holds a handle or is inside a queue call, or should `exec`.
+//!
 //! [`Queue::try_pop`] returns
 //! [`PopError::Transient`] when another pop moved `deq` past the ticket it was about to claim,
 //! or when it skipped a cell whose pusher had not published in time (or whose pusher took the
@@ -314,7 +325,10 @@ use reclaim::{Guard, pin, protected};
 
 /// An unbounded lock-free MPMC FIFO queue of `T`, with `SEGMENT` cells per segment.
 ///
-/// See the [module documentation](self) for the algorithm and its guarantees.
+/// See the [module documentation](self) for the algorithm and its guarantees. Dropping the
+/// queue drops its values front to back; if one of those drops panics, the panic comes out of
+/// the queue's drop and the values behind it, and the queue's segments, are leaked (as
+/// crossbeam's `SegQueue` does).
 ///
 /// ```
 /// use pitlane_queue::mpmc::Queue;

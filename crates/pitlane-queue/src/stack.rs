@@ -171,7 +171,9 @@ pub const MAX_ITEMS: usize = MAX_NODES;
 
 /// A lock-free LIFO stack of `T`, holding up to [`MAX_ITEMS`] items.
 ///
-/// See the [module documentation](self) for the algorithm and its guarantees.
+/// See the [module documentation](self) for the algorithm and its guarantees. Dropping the
+/// stack drops the values it holds; if one of those drops panics, the panic comes out of the
+/// stack's drop and the values not yet dropped, and the stack's chunks of nodes, are leaked.
 ///
 /// ```
 /// use pitlane_queue::stack::Stack;

@@ -858,10 +858,10 @@ fn a_fork_child_of_busy_seated_threads_neither_hangs_nor_duplicates() {
 ///
 /// It does keep them: "child: 129726208 bytes more live at most while 200000 values went
 /// through the queue" (release build; the same child without the parent's pin passes). Every
-/// segment the child retires waits for grace periods that never come. Left for the lead
-/// (session 33, helper `threads`): `era::forget_other_threads_after_fork` clears the eras of
-/// vanished threads, but nothing can clear their crossbeam-epoch pins, and the module
-/// documentation does not say so.
+/// segment the child retires waits for grace periods that never come:
+/// `era::forget_other_threads_after_fork` clears the eras of vanished threads, but nothing can
+/// clear their crossbeam-epoch pins. A known limit, written in the mpmc module documentation;
+/// ignored until the queue's reclamation can be replaced in a fork child.
 #[test]
 #[cfg(target_os = "linux")]
 #[ignore = "defect: a fork child of a pinned thread never recycles a queue segment"]
