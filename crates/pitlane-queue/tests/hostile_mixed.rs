@@ -15,11 +15,13 @@
 //! is dropped, and must not grow with the number of rounds for a queue (whose retired segments
 //! go back through the epoch, on its schedule).
 //!
-//! The allocator's count is process-wide, so every test here holds one lock for its whole run.
+//! The allocator counts only the allocations and frees of threads a test marks as its own (the
+//! test harness allocates on its own threads meanwhile), and every test here holds one lock for
+//! its whole run.
 #![cfg(not(pitlane_loom))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -36,8 +38,25 @@ use pitlane_queue::{BagHandle, PopError, WeakBag};
 
 struct Counting;
 
-/// Bytes allocated and not yet freed, by everything in this process.
+/// Bytes allocated by marked threads minus bytes freed by marked threads.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+thread_local! {
+    /// Whether this thread's allocations and frees count (no destructor: readable until the
+    /// thread's very end).
+    static MARKED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn marked() -> bool {
+    MARKED.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Counts `bytes` (negative for a free) if the calling thread is marked.
+fn count(bytes: isize) {
+    if marked() {
+        LIVE.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
 
 // SAFETY: every call is passed to `System` unchanged; the count is only a side record.
 unsafe impl GlobalAlloc for Counting {
@@ -45,7 +64,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract is `System`'s.
         let block = unsafe { System.alloc(layout) };
         if !block.is_null() {
-            LIVE.fetch_add(layout.size().cast_signed(), Ordering::Relaxed);
+            count(layout.size().cast_signed());
         }
         block
     }
@@ -54,13 +73,13 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: as above.
         let block = unsafe { System.alloc_zeroed(layout) };
         if !block.is_null() {
-            LIVE.fetch_add(layout.size().cast_signed(), Ordering::Relaxed);
+            count(layout.size().cast_signed());
         }
         block
     }
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size().cast_signed(), Ordering::Relaxed);
+        count(-layout.size().cast_signed());
         // SAFETY: as above.
         unsafe { System.dealloc(block, layout) }
     }
@@ -69,10 +88,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: as above.
         let moved = unsafe { System.realloc(block, layout, new_size) };
         if !moved.is_null() {
-            LIVE.fetch_add(
-                new_size.cast_signed() - layout.size().cast_signed(),
-                Ordering::Relaxed,
-            );
+            count(new_size.cast_signed() - layout.size().cast_signed());
         }
         moved
     }
