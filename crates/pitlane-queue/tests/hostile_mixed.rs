@@ -58,13 +58,18 @@ fn count(bytes: isize) {
     }
 }
 
+/// A block size as a count (a `Layout`'s size is at most `isize::MAX`).
+fn signed(bytes: usize) -> isize {
+    isize::try_from(bytes).unwrap_or(isize::MAX)
+}
+
 // SAFETY: every call is passed to `System` unchanged; the count is only a side record.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract is `System`'s.
         let block = unsafe { System.alloc(layout) };
         if !block.is_null() {
-            count(layout.size().cast_signed());
+            count(signed(layout.size()));
         }
         block
     }
@@ -73,13 +78,13 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: as above.
         let block = unsafe { System.alloc_zeroed(layout) };
         if !block.is_null() {
-            count(layout.size().cast_signed());
+            count(signed(layout.size()));
         }
         block
     }
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
-        count(-layout.size().cast_signed());
+        count(-signed(layout.size()));
         // SAFETY: as above.
         unsafe { System.dealloc(block, layout) }
     }
@@ -88,7 +93,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: as above.
         let moved = unsafe { System.realloc(block, layout, new_size) };
         if !moved.is_null() {
-            count(new_size.cast_signed() - layout.size().cast_signed());
+            count(signed(new_size) - signed(layout.size()));
         }
         moved
     }
