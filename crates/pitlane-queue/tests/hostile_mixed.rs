@@ -742,9 +742,9 @@ enum Outer {
     Handle,
 }
 
-/// Pushes `n` revocable items (half plainly-revocable through the bag, half through handle
-/// 0 where the bag's handle can push revocably: all through `push_revocable` here), revokes
-/// them, and pops everything the `outer` way. Each revoked item's drop, run inside a pop,
+/// Pushes `n` revocable items (`push_revocable`), each followed by a plain item pushed plainly
+/// and one pushed through long-lived handle 1, revokes the revocable ones, and pops everything
+/// the `outer` way. Each revoked item's drop, run inside a pop,
 /// pushes and pops on this bag plainly, through the two long-lived handles (one of them the
 /// outer pop's own), through a handle made and dropped inside the drop, and on a second bag
 /// plainly and through its handle. Every item must be dropped once, the plain items popped,
