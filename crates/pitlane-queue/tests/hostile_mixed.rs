@@ -22,7 +22,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pitlane_lincheck::specs::{ContainerOp, ContainerRet, QueueSpec, StackSpec, WeakBagSpec};
@@ -32,6 +32,7 @@ use pitlane_queue::mpmc::Queue;
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::Stack;
 use pitlane_queue::{BagHandle, PopError, WeakBag};
+use pitlane_testkit::drops::Ledger;
 
 // ---------------------------------------------------------------------------------------------
 // The counting allocator.
@@ -646,38 +647,6 @@ fn bagpipe_mixed_attempts_are_a_weak_bag() {
 
 const IDS: usize = 1 << 16;
 
-/// How often each id was dropped, and the next id to hand out.
-struct Ledger {
-    drops: Vec<AtomicU8>,
-    next: AtomicUsize,
-}
-
-impl Ledger {
-    fn new() -> &'static Self {
-        Box::leak(Box::new(Self {
-            drops: (0..IDS).map(|_| AtomicU8::new(0)).collect(),
-            next: AtomicUsize::new(0),
-        }))
-    }
-
-    fn id(&self) -> usize {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        assert!(id < IDS);
-        id
-    }
-
-    fn assert_each_dropped_once(&self) {
-        let made = self.next.load(Ordering::Relaxed);
-        for (id, count) in self.drops[..made].iter().enumerate() {
-            assert_eq!(
-                count.load(Ordering::Relaxed),
-                1,
-                "item {id} dropped that many times"
-            );
-        }
-    }
-}
-
 struct Page {
     handle: RevokeHandle,
 }
@@ -708,7 +677,7 @@ impl Item {
 
 impl Drop for Item {
     fn drop(&mut self) {
-        let before = self.ledger.drops[self.id].fetch_add(1, Ordering::Relaxed);
+        let before = self.ledger.dropped(self.id);
         assert_eq!(before, 0, "item {} dropped twice", self.id);
         if let Some(reenter) = self.reenter {
             reenter();
@@ -754,7 +723,7 @@ where
     A: RevocableBag<Item = Item> + Sync,
     B: RevocableBag<Item = Item> + Sync,
 {
-    let ledger = Ledger::new();
+    let ledger = Ledger::leaked(IDS);
     let handles: Vec<Box<dyn BagHandle<Item = Item>>> = vec![
         Box::new(bag.handle()),
         Box::new(bag.handle()),

@@ -4,47 +4,14 @@
 //! handed out twice or dropped twice, and the bag must keep working.
 #![cfg(not(pitlane_loom))]
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-
 use pitlane_queue::BagHandle;
 use pitlane_queue::bagpipe::Bagpipe;
 use pitlane_queue::mpmc::Queue;
 use pitlane_queue::revoke::{Revocable, RevocableBag, RevokeHandle};
 use pitlane_queue::stack::Stack;
+use pitlane_testkit::drops::Ledger;
 
 const IDS: usize = 1 << 16;
-
-/// How often each id was dropped, and the next id to hand out.
-struct Ledger {
-    drops: Vec<AtomicU8>,
-    next: AtomicUsize,
-}
-
-impl Ledger {
-    fn new() -> &'static Self {
-        Box::leak(Box::new(Self {
-            drops: (0..IDS).map(|_| AtomicU8::new(0)).collect(),
-            next: AtomicUsize::new(0),
-        }))
-    }
-
-    fn id(&self) -> usize {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        assert!(id < IDS);
-        id
-    }
-
-    fn assert_each_dropped_once(&self) {
-        let made = self.next.load(Ordering::Relaxed);
-        for (id, count) in self.drops[..made].iter().enumerate() {
-            assert_eq!(
-                count.load(Ordering::Relaxed),
-                1,
-                "item {id} dropped that many times"
-            );
-        }
-    }
-}
 
 struct Page {
     handle: RevokeHandle,
@@ -83,7 +50,7 @@ impl Item {
 
 impl Drop for Item {
     fn drop(&mut self) {
-        self.ledger.drops[self.id].fetch_add(1, Ordering::Relaxed);
+        self.ledger.dropped(self.id);
         if let Some(reenter) = self.reenter {
             reenter();
         }
@@ -153,24 +120,34 @@ fn queues_of_small_segments() {
     for via_handle in [false, true] {
         revoked_drops_reenter(
             leak(Queue::<Item, 1>::with_segment_size()),
-            Ledger::new(),
+            Ledger::leaked(IDS),
             300,
             via_handle,
         );
         revoked_drops_reenter(
             leak(Queue::<Item, 3>::with_segment_size()),
-            Ledger::new(),
+            Ledger::leaked(IDS),
             300,
             via_handle,
         );
-        revoked_drops_reenter(leak(Queue::<Item>::new()), Ledger::new(), 300, via_handle);
+        revoked_drops_reenter(
+            leak(Queue::<Item>::new()),
+            Ledger::leaked(IDS),
+            300,
+            via_handle,
+        );
     }
 }
 
 #[test]
 fn stacks() {
     for via_handle in [false, true] {
-        revoked_drops_reenter(leak(Stack::<Item>::new()), Ledger::new(), 300, via_handle);
+        revoked_drops_reenter(
+            leak(Stack::<Item>::new()),
+            Ledger::leaked(IDS),
+            300,
+            via_handle,
+        );
     }
 }
 
@@ -179,13 +156,13 @@ fn bagpipes() {
     for via_handle in [false, true] {
         revoked_drops_reenter(
             leak(Bagpipe::<Stack<Item>>::with_pipes(4).unwrap()),
-            Ledger::new(),
+            Ledger::leaked(IDS),
             300,
             via_handle,
         );
         revoked_drops_reenter(
             leak(Bagpipe::<Queue<Item, 2>>::with_pipes(4).unwrap()),
-            Ledger::new(),
+            Ledger::leaked(IDS),
             300,
             via_handle,
         );
@@ -196,7 +173,7 @@ fn bagpipes() {
 fn between_threads() {
     // Two threads do the same at once on one bag of each kind.
     fn both<B: RevocableBag<Item = Item> + Sync>(bag: &'static B) {
-        let ledger = Ledger::new();
+        let ledger = Ledger::leaked(IDS);
         std::thread::scope(|s| {
             for via_handle in [false, true] {
                 s.spawn(move || {
