@@ -245,10 +245,10 @@ fn assert_kept_nothing(base: isize, end: isize) {
 }
 
 /// As `thousands_of_short_lived_threads_lose_nothing_and_keep_nothing`, with every seat held
-/// all along by parked threads: the short-lived threads take
-/// the seatless paths (the stack's shared free list and count, the queue's epoch pins, each
-/// thread registered with crossbeam-epoch and unregistered at its exit), and still lose
-/// nothing and leave nothing behind them.
+/// all along by parked threads: the short-lived threads take the seatless paths (the stack's
+/// shared free list and count, the queue's epoch pins, each thread registered with
+/// crossbeam-epoch and unregistered at its exit), and still lose nothing and leave nothing
+/// behind them.
 #[test]
 fn thousands_of_short_lived_seatless_threads_lose_nothing_and_keep_nothing() {
     let _alone = alone();
