@@ -703,7 +703,9 @@ impl<T> Stack<T> {
 
     /// How many items the stack holds: a snapshot, exact when no operation is in flight. A
     /// revoked item (see [`RevocableBag::revoke`]) counts until a pop passes over its node:
-    /// `revoke` does not know the stack.
+    /// `revoke` does not know the stack. In the child of a `fork`, an operation that another
+    /// thread of the parent was in the middle of stays in flight for good (the child has only
+    /// the forking thread), so the count may stay off by one for each such operation.
     ///
     /// ```
     /// use pitlane_queue::stack::Stack;

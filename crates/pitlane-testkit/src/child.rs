@@ -13,6 +13,13 @@
 //! threads in a child with [`run_threads`](crate::stress::run_threads) (POSIX threads, none of
 //! the standard library's locks), and wait for children with [`wait_for_child`].
 //!
+//! A child has only the thread that forked it. The stacks of the parent's other threads (the
+//! test's own thread among them, where the fork came from one of `run_threads`' threads) are
+//! memory that the C library may hand to the threads the child starts, so once it starts
+//! threads a child must reach nothing on those stacks: copy what it needs onto the forking
+//! thread's stack, or leak it onto the heap, before it starts any (pitlane-queue's
+//! `tests/hostile_threads.rs` does both).
+//!
 //! ```
 //! use std::time::Duration;
 //!
